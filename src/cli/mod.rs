@@ -1,0 +1,44 @@
+//! The command line (`ledgerlet run | replay | …`).
+//!
+//! Owns argument parsing, exit codes and the wording of errors a user sees. Must not hold
+//! logic the library does not expose: each subcommand calls into the library.
+//!
+//! Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments, files, malformed
+//! ledger lines).
+
+mod replay_cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// ledgerlet: an event-sourced Kubernetes node agent.
+#[derive(Parser, Debug)]
+#[command(name = "ledgerlet", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run the node agent.
+    Run,
+    /// Fold an exported ledger offline and print the pod-worker state.
+    Replay(replay_cmd::ReplayArgs),
+}
+
+/// Parses the arguments and runs the subcommand.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Run => {
+            eprintln!(
+                "ledgerlet run: not yet: the container runtime, PLEG and static pod source are not \
+                 built yet (issue 3); `ledgerlet replay` works today"
+            );
+            ExitCode::from(1)
+        }
+        Cmd::Replay(args) => replay_cmd::run(args),
+    }
+}

@@ -1,0 +1,65 @@
+//! `ledgerlet replay FILE [--until SEQ|RFC3339] [--pod UID|NAMESPACE/NAME] [--format table|json]`.
+
+use std::fs::File;
+use std::io::{self, BufReader, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+
+use crate::replay::{render_json, render_table, replay, PodFilter, Until};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Format {
+    /// An aligned text table.
+    Table,
+    /// One JSON document.
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The NDJSON ledger (an export, `/debug/ledger` output, or a durable segment).
+    file: PathBuf,
+    /// Stop after this seq, or after the last record at or before this RFC 3339 time.
+    #[arg(long, value_name = "SEQ|RFC3339")]
+    until: Option<Until>,
+    /// Show only this pod.
+    #[arg(long, value_name = "UID|NAMESPACE/NAME")]
+    pod: Option<PodFilter>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+pub fn run(args: ReplayArgs) -> ExitCode {
+    let file = match File::open(&args.file) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("ledgerlet replay: cannot open {}: {e}", args.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let replayed = match replay(BufReader::with_capacity(1 << 20, file), args.until) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ledgerlet replay: {}: {e}", args.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let text = match args.format {
+        Format::Table => render_table(&replayed, args.pod.as_ref()),
+        Format::Json => render_json(&replayed, args.pod.as_ref()),
+    };
+    let mut stdout = io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            eprintln!("ledgerlet replay: writing output: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,216 @@
+//! What the core asks the shell to do.
+//!
+//! Owns `Command` and its payloads. A command is a plan, not an action: the shell carries it
+//! out and reports the outcome as a new record (`SyncFinished`, `RuntimeStatusObserved`,
+//! `TimerFired`, …). Must not contain anything the shell would need to decide on.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::{Deserialize, Serialize};
+
+use super::runtime_status::{RunningPod, RuntimePodStatus};
+use super::timers::ArmedTimer;
+use super::uid::Uid;
+use super::update::{PodStatusOverride, UpdateType};
+use crate::ledger::Event;
+
+/// The work a pod worker does in each state (kubelet `PodWorkerState` plus the runtime-only
+/// variant of terminating).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkType {
+    /// `SyncPod`: set up and run the pod.
+    Sync,
+    /// `SyncTerminatingPod`: stop every container.
+    Terminating,
+    /// `SyncTerminatingRuntimePod`: stop a runtime-only pod (no config, no API status).
+    TerminatingRuntime,
+    /// `SyncTerminatedPod`: release resources and write the final status.
+    Terminated,
+}
+
+impl WorkType {
+    /// The kubelet's span name for this work.
+    pub fn span_name(self) -> &'static str {
+        match self {
+            WorkType::Sync => "syncPod",
+            WorkType::Terminating => "syncTerminatingPod",
+            WorkType::TerminatingRuntime => "syncTerminatingRuntimePod",
+            WorkType::Terminated => "syncTerminatedPod",
+        }
+    }
+}
+
+/// `SyncPod(ctx, updateType, pod, mirrorPod, podStatus)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyncPodCommand {
+    /// The pod.
+    pub uid: Uid,
+    /// Identifies this sync; its `SyncFinished` carries the same id.
+    pub sync_id: u64,
+    /// The update type that triggered it.
+    pub update_type: UpdateType,
+    /// The pod spec to reconcile towards.
+    pub pod: Arc<Pod>,
+    /// The mirror pod, for static pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_pod: Option<Arc<Pod>>,
+    /// The runtime status the decision was made on.
+    pub runtime: Arc<RuntimePodStatus>,
+}
+
+/// `SyncTerminatingPod(ctx, pod, podStatus, gracePeriod, podStatusFn)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyncTerminatingPodCommand {
+    /// The pod.
+    pub uid: Uid,
+    /// Identifies this sync.
+    pub sync_id: u64,
+    /// The last known pod spec.
+    pub pod: Arc<Pod>,
+    /// The runtime status.
+    pub runtime: Arc<RuntimePodStatus>,
+    /// The effective grace period; `None` means "the pod's own" (natural termination).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_s: Option<i64>,
+    /// The last status override requested by a kill (`PodStatusFunc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_override: Option<PodStatusOverride>,
+}
+
+/// `SyncTerminatingRuntimePod(ctx, runningPod)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyncTerminatingRuntimePodCommand {
+    /// The pod.
+    pub uid: Uid,
+    /// Identifies this sync.
+    pub sync_id: u64,
+    /// What the runtime has of it.
+    pub running_pod: Arc<RunningPod>,
+}
+
+/// `SyncTerminatedPod(ctx, pod, podStatus)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyncTerminatedPodCommand {
+    /// The pod.
+    pub uid: Uid,
+    /// Identifies this sync.
+    pub sync_id: u64,
+    /// The last known pod spec.
+    pub pod: Arc<Pod>,
+    /// The runtime status.
+    pub runtime: Arc<RuntimePodStatus>,
+}
+
+/// Normal or Warning, as Kubernetes Events have it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventType {
+    /// Informational.
+    Normal,
+    /// Something went wrong.
+    Warning,
+}
+
+/// The object a Kubernetes Event is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectRef {
+    /// `Pod` or `Node`.
+    pub kind: String,
+    /// Namespace (empty for cluster-scoped objects).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+impl ObjectRef {
+    /// A reference to a pod.
+    pub fn pod(pod: &Pod) -> ObjectRef {
+        ObjectRef {
+            kind: "Pod".into(),
+            namespace: super::pod::namespace(pod).to_string(),
+            name: super::pod::name(pod).to_string(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// A Kubernetes Event to record (what `kubectl describe` shows).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KubeEvent {
+    /// The object it is about.
+    pub object: ObjectRef,
+    /// Normal or Warning.
+    pub event_type: EventType,
+    /// The kubelet's reason string (e.g. `FailedSync`, `ExceededGracePeriod`).
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// A request from the core to the shell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    /// Append a derived event to the ledger (its `cause` is the record being folded), and
+    /// fold it before any new input.
+    Append(Event),
+    /// Run `SyncPod`; report `SyncFinished`.
+    SyncPod(SyncPodCommand),
+    /// Run `SyncTerminatingPod`; report `SyncFinished`.
+    SyncTerminatingPod(SyncTerminatingPodCommand),
+    /// Run `SyncTerminatingRuntimePod`; report `SyncFinished`.
+    SyncTerminatingRuntimePod(SyncTerminatingRuntimePodCommand),
+    /// Run `SyncTerminatedPod`; report `SyncFinished`.
+    SyncTerminatedPod(SyncTerminatedPodCommand),
+    /// Cancel the cancellable waits of a running sync (the kubelet's `cancelFn()`); the sync
+    /// still reports `SyncFinished` (usually `canceled`).
+    CancelSync {
+        /// The pod.
+        uid: Uid,
+        /// The sync to cancel.
+        sync_id: u64,
+    },
+    /// Inspect the pod in the runtime now and report `RuntimeStatusObserved` (where the
+    /// kubelet's worker waits on `podCache.GetNewerThan`).
+    InspectPod {
+        /// The pod.
+        uid: Uid,
+    },
+    /// Arm a timer; report `TimerFired` with the same key and generation when due.
+    SetTimer(ArmedTimer),
+    /// Record a Kubernetes Event.
+    RecordEvent(KubeEvent),
+}
+
+impl Command {
+    /// The command's name, for spans and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Append(_) => "append",
+            Command::SyncPod(_) => "syncPod",
+            Command::SyncTerminatingPod(_) => "syncTerminatingPod",
+            Command::SyncTerminatingRuntimePod(_) => "syncTerminatingRuntimePod",
+            Command::SyncTerminatedPod(_) => "syncTerminatedPod",
+            Command::CancelSync { .. } => "cancelSync",
+            Command::InspectPod { .. } => "inspectPod",
+            Command::SetTimer(_) => "setTimer",
+            Command::RecordEvent(_) => "recordEvent",
+        }
+    }
+
+    /// The sync id and pod of a sync command.
+    pub fn sync_id(&self) -> Option<(&Uid, u64)> {
+        match self {
+            Command::SyncPod(c) => Some((&c.uid, c.sync_id)),
+            Command::SyncTerminatingPod(c) => Some((&c.uid, c.sync_id)),
+            Command::SyncTerminatingRuntimePod(c) => Some((&c.uid, c.sync_id)),
+            Command::SyncTerminatedPod(c) => Some((&c.uid, c.sync_id)),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The configuration the core folds with, carried in the ledger by `ConfigApplied`.
+//!
+//! Owns the kubelet timing constants and limits that decisions depend on, with upstream
+//! defaults. Must not read files, flags or the environment: the shell builds a
+//! `CoreConfig` and appends it as a record so a replay folds with the same values.
+
+use serde::{Deserialize, Serialize};
+
+/// Where desired pods come from (kubelet config sources).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PodSource {
+    /// Static pods from `--pod-manifest-path` (`kubernetes.io/config.source=file`).
+    File,
+    /// Pods bound to this node in the API server (`kubernetes.io/config.source=api`).
+    Api,
+}
+
+impl PodSource {
+    /// The value of the `kubernetes.io/config.source` annotation for this source.
+    pub fn annotation_value(self) -> &'static str {
+        match self {
+            PodSource::File => "file",
+            PodSource::Api => "api",
+        }
+    }
+}
+
+/// Knobs the pure core depends on. Every duration names its unit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CoreConfig {
+    /// This node's name (`--node-name`, defaulting to the hostname in the shell).
+    pub node_name: String,
+    /// The config sources that must report before housekeeping and deletions run.
+    pub sources: Vec<PodSource>,
+    /// Pod worker resync after a successful sync (kubelet `--sync-frequency`, 1 m),
+    /// jittered by up to 50 %.
+    pub resync_interval_ms: u64,
+    /// Pod worker retry after a failed sync (kubelet `backOffPeriod`, 10 s), jittered 50 %.
+    pub sync_error_backoff_ms: u64,
+    /// Pod worker retry when the network is not ready (`backOffOnTransientErrorPeriod`, 1 s).
+    pub network_not_ready_backoff_ms: u64,
+    /// Housekeeping period (kubelet `housekeepingPeriod`, 2 s).
+    pub housekeeping_period_ms: u64,
+    /// Admission limit on active pods (kubelet `--max-pods`, 110).
+    pub max_pods: u32,
+    /// The least a `killPodNow` caller waits before `ExceededGracePeriod` (10 s).
+    pub kill_wait_min_ms: u64,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            node_name: String::new(),
+            sources: Vec::new(),
+            resync_interval_ms: 60_000,
+            sync_error_backoff_ms: 10_000,
+            network_not_ready_backoff_ms: 1_000,
+            housekeeping_period_ms: 2_000,
+            max_pods: 110,
+            kill_wait_min_ms: 10_000,
+        }
+    }
+}
+
+/// A configuration value that cannot work, named by field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: {field} = {value}: {why}")]
+pub struct ConfigError {
+    /// The field's name as in `CoreConfig`.
+    pub field: &'static str,
+    /// The rejected value.
+    pub value: String,
+    /// What a valid value looks like.
+    pub why: &'static str,
+}
+
+impl CoreConfig {
+    /// Checks the values a human can get wrong; the shell refuses to start on an error.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = |field, value: u64| {
+            if value == 0 {
+                Err(ConfigError {
+                    field,
+                    value: value.to_string(),
+                    why: "must be greater than zero",
+                })
+            } else {
+                Ok(())
+            }
+        };
+        positive("resync_interval_ms", self.resync_interval_ms)?;
+        positive("sync_error_backoff_ms", self.sync_error_backoff_ms)?;
+        positive(
+            "network_not_ready_backoff_ms",
+            self.network_not_ready_backoff_ms,
+        )?;
+        positive("housekeeping_period_ms", self.housekeeping_period_ms)?;
+        positive("max_pods", u64::from(self.max_pods))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_kubelet_defaults() {
+        let c = CoreConfig::default();
+        assert_eq!(c.resync_interval_ms, 60_000, "--sync-frequency 1m");
+        assert_eq!(c.sync_error_backoff_ms, 10_000, "backOffPeriod 10s");
+        assert_eq!(
+            c.network_not_ready_backoff_ms, 1_000,
+            "backOffOnTransientErrorPeriod 1s"
+        );
+        assert_eq!(c.housekeeping_period_ms, 2_000, "housekeepingPeriod 2s");
+        assert_eq!(c.max_pods, 110, "--max-pods 110");
+        assert_eq!(c.kill_wait_min_ms, 10_000, "killPodNow minimum timeout 10s");
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn zero_periods_are_rejected_by_name() {
+        let c = CoreConfig {
+            housekeeping_period_ms: 0,
+            ..CoreConfig::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.field, "housekeeping_period_ms");
+        assert!(e.to_string().contains("greater than zero"));
+    }
+}

@@ -1,0 +1,23 @@
+//! The pure core: reducers that fold ledger records into node state and commands.
+//!
+//! Owns every decision the node makes. Must not do I/O, read a clock, use randomness,
+//! spawn, or let hash-map iteration order reach commands, events or exported state. Time
+//! comes from the record being folded; jitter from its seq.
+
+pub mod admission;
+pub mod command;
+pub mod config;
+mod dispatch;
+pub mod jitter;
+pub mod node;
+pub mod pod;
+pub mod pod_manager;
+pub mod pod_workers;
+pub mod runtime_status;
+pub mod timers;
+pub mod uid;
+pub mod update;
+
+pub use command::Command;
+pub use node::{fold, Node};
+pub use uid::Uid;

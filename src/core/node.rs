@@ -1,0 +1,131 @@
+//! The node's folded state and the fold itself.
+//!
+//! Owns `Node` (everything the core knows) and `fold(&mut Node, &Record) -> Vec<Command>`,
+//! which routes each record to the reducer that owns it. Must stay pure: no I/O, no clock
+//! (time is `record.at`), no randomness, no hash-map iteration reaching the output. Same
+//! records in ⇒ same state and same commands out.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::command::Command;
+use super::config::{CoreConfig, PodSource};
+use super::pod_manager::PodManager;
+use super::pod_workers::{Cx, PodWorkers};
+use super::runtime_status::RuntimeCache;
+use super::timers::{TimerKey, Timers};
+use super::uid::Uid;
+use crate::ledger::{Event, Record, Time};
+
+/// Everything the core knows about the node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// The configuration in force (from the last `ConfigApplied`).
+    pub config: CoreConfig,
+    /// Sources that have delivered their initial state.
+    pub sources_ready: BTreeSet<PodSource>,
+    /// Desired pods.
+    pub pod_manager: PodManager,
+    /// Pod workers.
+    pub pod_workers: PodWorkers,
+    /// The runtime cache.
+    pub runtime: RuntimeCache,
+    /// Armed timers.
+    pub timers: Timers,
+    /// Pods rejected at admission (they count as terminal).
+    pub rejected: BTreeSet<Uid>,
+    /// Seq of the last folded record.
+    pub last_seq: u64,
+    /// `at` of the last folded record.
+    pub last_at: Time,
+}
+
+/// Folds one record into the node and returns the commands it asks for.
+pub fn fold(node: &mut Node, record: &Record) -> Vec<Command> {
+    let mut out = Vec::new();
+    node.fold_into(record, &mut out);
+    out
+}
+
+macro_rules! cx {
+    ($node:ident, $record:ident, $out:ident) => {
+        &mut Cx {
+            seq: $record.seq,
+            now: $record.at,
+            config: &$node.config,
+            runtime: &$node.runtime,
+            timers: &mut $node.timers,
+            out: $out,
+        }
+    };
+}
+
+impl Node {
+    /// Folds `record`, appending the commands it asks for to `out`.
+    pub fn fold_into(&mut self, record: &Record, out: &mut Vec<Command>) {
+        self.last_seq = record.seq;
+        self.last_at = record.at;
+        let now = record.at;
+        match &record.event {
+            Event::ConfigApplied(c) => {
+                self.config = c.config.clone();
+                if self.timers.get(&TimerKey::Housekeeping).is_none() {
+                    let due = now.plus_ms(self.config.housekeeping_period_ms);
+                    self.timers.set(TimerKey::Housekeeping, due, out);
+                }
+            }
+            Event::SourceReady(s) => self.source_seen(s.source),
+            Event::PodAdded(c) => {
+                self.handle_pod_addition(&c.pod, now, out);
+                self.source_seen(c.source);
+            }
+            Event::PodUpdated(c) | Event::PodDeleted(c) => {
+                self.handle_pod_update(&c.pod, now, out);
+                self.source_seen(c.source);
+            }
+            Event::PodRemoved(c) => {
+                self.handle_pod_removal(&c.pod, now, out);
+                self.source_seen(c.source);
+            }
+            Event::PodReconcile(c) => {
+                self.handle_pod_reconcile(&c.pod);
+                self.source_seen(c.source);
+            }
+            Event::UpdatePod(u) => {
+                self.pod_workers
+                    .update_pod(cx!(self, record, out), u.clone(), record.seq);
+            }
+            Event::PlegEvent(e) => self.handle_pleg_event(e, now, out),
+            Event::RuntimeStatusObserved(o) => {
+                self.runtime
+                    .observe(&o.uid, o.status.clone(), o.error.clone(), record.seq);
+                self.pod_workers
+                    .on_runtime_status(cx!(self, record, out), &o.uid);
+            }
+            Event::SyncFinished(f) => {
+                self.pod_workers.on_sync_finished(cx!(self, record, out), f);
+            }
+            Event::TimerFired(t) => {
+                if !self.timers.fire(&t.key, t.generation) {
+                    return; // re-armed or disarmed since: stale
+                }
+                match &t.key {
+                    TimerKey::Housekeeping => self.housekeeping_tick(now, out),
+                    TimerKey::PodWork { uid } => self.handle_pod_sync(uid, now, out),
+                    TimerKey::KillDeadline { uid, request } => {
+                        self.pod_workers
+                            .on_kill_deadline(cx!(self, record, out), uid, *request);
+                    }
+                }
+            }
+            Event::SyncKnownPods(s) => {
+                self.handle_sync_known_pods(s, record.seq, now, out);
+            }
+            Event::KillCompleted(_) => {}
+            Event::PodRejected(r) => {
+                self.rejected.insert(r.uid.clone());
+            }
+        }
+    }
+}

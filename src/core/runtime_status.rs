@@ -1,0 +1,298 @@
+//! What the container runtime reported about a pod, and the core's cache of it.
+//!
+//! Owns `RuntimePodStatus` (the kubelet's `kubecontainer.PodStatus`), `RunningPod` (the
+//! kubelet's `kubecontainer.Pod`, used for runtime-only pods) and `RuntimeCache` (the
+//! kubelet's `podCache`), which is filled only by `RuntimeStatusObserved` records. Must not
+//! talk to a runtime: the shell (PLEG, `InspectPod`) observes and appends.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+use super::uid::Uid;
+use crate::ledger::Time;
+
+/// The state of a pod sandbox (CRI `PodSandboxState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SandboxState {
+    /// `SANDBOX_READY`: the sandbox exists and its network is set up.
+    SandboxReady,
+    /// `SANDBOX_NOTREADY`: stopped or broken.
+    SandboxNotready,
+}
+
+/// A pod sandbox as the runtime reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxStatus {
+    /// Runtime ID.
+    pub id: String,
+    /// Ready or not.
+    pub state: SandboxState,
+    /// Creation time.
+    pub created_at: Time,
+    /// The attempt counter from the sandbox metadata.
+    #[serde(default)]
+    pub attempt: u32,
+    /// The primary pod IP, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+    /// True if the sandbox uses the host network namespace.
+    #[serde(default)]
+    pub host_network: bool,
+}
+
+/// The state of a container (kubecontainer `State`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerState {
+    /// Created but not started.
+    Created,
+    /// Running.
+    Running,
+    /// Exited (has an exit code).
+    Exited,
+    /// The runtime does not know.
+    Unknown,
+}
+
+/// One container instance as the runtime reports it (several per name across restarts).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerStatus {
+    /// Runtime ID.
+    pub id: String,
+    /// The container's name in the pod spec.
+    pub name: String,
+    /// Lifecycle state.
+    pub state: ContainerState,
+    /// Creation time.
+    pub created_at: Time,
+    /// Start time, if started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// Finish time, if exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    /// Exit code, meaningful when exited.
+    #[serde(default)]
+    pub exit_code: i32,
+    /// Runtime reason (e.g. `Completed`, `Error`, `OOMKilled`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Runtime message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Image reference.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image: String,
+    /// The spec hash the container was created from (kubelet annotation).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hash: String,
+    /// The restart count annotation the container was created with.
+    #[serde(default)]
+    pub restart_count: i32,
+}
+
+/// Everything the runtime knows about one pod (kubelet `kubecontainer.PodStatus`).
+/// Containers and sandboxes are ordered newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimePodStatus {
+    /// Pod name from the runtime's labels.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Pod namespace from the runtime's labels.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Pod IPs, primary first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ips: Vec<String>,
+    /// Sandboxes, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandboxes: Vec<SandboxStatus>,
+    /// Container instances, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<ContainerStatus>,
+}
+
+impl RuntimePodStatus {
+    /// `isPodStatusCacheTerminal`: no running container and no ready sandbox.
+    pub fn is_terminal(&self) -> bool {
+        !self
+            .containers
+            .iter()
+            .any(|c| c.state == ContainerState::Running)
+            && !self
+                .sandboxes
+                .iter()
+                .any(|s| s.state == SandboxState::SandboxReady)
+    }
+
+    /// True if the runtime has nothing at all for the pod.
+    pub fn is_empty(&self) -> bool {
+        self.sandboxes.is_empty() && self.containers.is_empty()
+    }
+
+    /// True if something of the pod is running: a running container or a ready sandbox
+    /// (the kubelet's runtime cache `GetPods()` without `all`).
+    pub fn has_running(&self) -> bool {
+        !self.is_terminal()
+    }
+
+    /// The runtime pod (kubelet `kubecontainer.Pod`) made of what is still running.
+    pub fn running_pod(&self, uid: &Uid) -> RunningPod {
+        RunningPod {
+            uid: uid.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            containers: self
+                .containers
+                .iter()
+                .filter(|c| c.state == ContainerState::Running)
+                .map(|c| RunningContainer {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                })
+                .collect(),
+            sandboxes: self
+                .sandboxes
+                .iter()
+                .filter(|s| s.state == SandboxState::SandboxReady)
+                .map(|s| s.id.clone())
+                .collect(),
+        }
+    }
+}
+
+/// A container of a runtime-only pod.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningContainer {
+    /// Runtime ID.
+    pub id: String,
+    /// Name from the container's labels.
+    pub name: String,
+}
+
+/// A pod found in the runtime with no config (kubelet `kubecontainer.Pod`): enough to kill
+/// it and nothing more.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningPod {
+    /// UID from the runtime labels.
+    pub uid: Uid,
+    /// Name from the runtime labels.
+    pub name: String,
+    /// Namespace from the runtime labels.
+    pub namespace: String,
+    /// Its containers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<RunningContainer>,
+    /// Its sandbox IDs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandboxes: Vec<String>,
+}
+
+impl RunningPod {
+    /// `RunningPod.ToAPIPod()`: a placeholder pod with only identity set. Not a config pod.
+    pub fn to_api_pod(&self) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                uid: Some(self.uid.to_string()),
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        }
+    }
+}
+
+/// One cache entry: the latest observation for a pod.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    /// The status (empty if the runtime has nothing for the pod).
+    pub status: Arc<RuntimePodStatus>,
+    /// The inspection error, if the last inspection failed (the status is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The seq of the `RuntimeStatusObserved` record that set this entry.
+    pub observed_seq: u64,
+}
+
+/// The core's copy of the kubelet pod cache.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeCache {
+    entries: BTreeMap<Uid, CacheEntry>,
+}
+
+/// The answer of `RuntimeCache::get`.
+pub type CacheResult = Result<Arc<RuntimePodStatus>, String>;
+
+impl RuntimeCache {
+    /// Folds an observation for `uid` made by record `seq`.
+    pub fn observe(
+        &mut self,
+        uid: &Uid,
+        status: Option<Arc<RuntimePodStatus>>,
+        error: Option<String>,
+        seq: u64,
+    ) {
+        let status = status.unwrap_or_default();
+        self.entries.insert(
+            uid.clone(),
+            CacheEntry {
+                status,
+                error,
+                observed_seq: seq,
+            },
+        );
+    }
+
+    /// `podCache.Get`: the last status, an empty status if the runtime never reported the
+    /// pod, or the last inspection error.
+    pub fn get(&self, uid: &Uid) -> CacheResult {
+        match self.entries.get(uid) {
+            Some(CacheEntry { error: Some(e), .. }) => Err(e.clone()),
+            Some(e) => Ok(e.status.clone()),
+            None => Ok(Arc::default()),
+        }
+    }
+
+    /// `podCache.GetNewerThan`: the entry if it was observed after record `after_seq`
+    /// (any entry if `after_seq` is `None`), else `None` (the caller must ask for one).
+    pub fn get_newer_than(&self, uid: &Uid, after_seq: Option<u64>) -> Option<CacheResult> {
+        let e = self.entries.get(uid)?;
+        match after_seq {
+            Some(s) if e.observed_seq <= s => None,
+            _ => Some(self.get(uid)),
+        }
+    }
+
+    /// The raw entry for `uid`.
+    pub fn entry(&self, uid: &Uid) -> Option<&CacheEntry> {
+        self.entries.get(uid)
+    }
+
+    /// All entries in UID order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Uid, &CacheEntry)> {
+        self.entries.iter()
+    }
+
+    /// Drops entries with nothing in the runtime for UIDs `keep` rejects (bounds the cache
+    /// to pods that exist somewhere).
+    pub fn prune_empty(&mut self, mut keep: impl FnMut(&Uid) -> bool) {
+        self.entries
+            .retain(|uid, e| keep(uid) || (e.error.is_none() && !e.status.is_empty()));
+    }
+
+    /// How many pods are cached.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True if nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}

@@ -1,0 +1,166 @@
+//! Timers the core has asked the shell to fire.
+//!
+//! Owns the table of armed timers, each with a generation so a stale firing (one that was
+//! re-armed or cancelled since) is recognised without comparing clocks. Must not sleep or
+//! read a clock: it emits `Command::SetTimer` and folds `TimerFired` records.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::command::Command;
+use super::uid::Uid;
+use crate::ledger::Time;
+
+/// What a timer is for. One armed timer per key: arming a key again replaces it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "timer", rename_all = "snake_case")]
+pub enum TimerKey {
+    /// The kubelet work queue entry of a pod worker (`workQueue.Enqueue(uid, delay)`): when it
+    /// fires, the pod is synced again (`HandlePodSyncs`).
+    PodWork {
+        /// The pod.
+        uid: Uid,
+    },
+    /// The housekeeping tick (`HandlePodCleanups`).
+    Housekeeping,
+    /// The deadline of a `killPodNow` caller waiting for a kill (`ExceededGracePeriod`).
+    KillDeadline {
+        /// The pod being killed.
+        uid: Uid,
+        /// The seq of the `UpdatePod` record that asked for the kill.
+        request: u64,
+    },
+}
+
+/// An armed timer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArmedTimer {
+    /// What the timer is for.
+    #[serde(flatten)]
+    pub key: TimerKey,
+    /// Matches the `generation` of the `TimerFired` record that fires it.
+    pub generation: u64,
+    /// When it is due.
+    pub due: Time,
+}
+
+/// The armed timers, keyed by purpose.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timers {
+    next_generation: u64,
+    #[serde(with = "armed_as_list")]
+    armed: BTreeMap<TimerKey, ArmedTimer>,
+}
+
+impl Timers {
+    /// Arms (or re-arms) `key` to fire at `due` and emits the `SetTimer` command.
+    pub fn set(&mut self, key: TimerKey, due: Time, out: &mut Vec<Command>) {
+        self.next_generation += 1;
+        let timer = ArmedTimer {
+            key: key.clone(),
+            generation: self.next_generation,
+            due,
+        };
+        out.push(Command::SetTimer(timer.clone()));
+        self.armed.insert(key, timer);
+    }
+
+    /// Folds a firing: true if `key` was armed with this `generation` (the timer is then
+    /// disarmed), false for a stale or unknown firing, which must be ignored.
+    pub fn fire(&mut self, key: &TimerKey, generation: u64) -> bool {
+        match self.armed.get(key) {
+            Some(t) if t.generation == generation => {
+                self.armed.remove(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets `key` without firing it (its later `TimerFired` is then stale).
+    pub fn disarm(&mut self, key: &TimerKey) {
+        self.armed.remove(key);
+    }
+
+    /// The armed timer for `key`, if any.
+    pub fn get(&self, key: &TimerKey) -> Option<&ArmedTimer> {
+        self.armed.get(key)
+    }
+
+    /// All armed timers in key order (the shell re-arms these after a restart).
+    pub fn armed(&self) -> impl Iterator<Item = &ArmedTimer> {
+        self.armed.values()
+    }
+
+    /// How many timers are armed.
+    pub fn len(&self) -> usize {
+        self.armed.len()
+    }
+
+    /// True if no timer is armed.
+    pub fn is_empty(&self) -> bool {
+        self.armed.is_empty()
+    }
+}
+
+mod armed_as_list {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        m: &BTreeMap<TimerKey, ArmedTimer>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(m.values())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<TimerKey, ArmedTimer>, D::Error> {
+        let v = Vec::<ArmedTimer>::deserialize(d)?;
+        Ok(v.into_iter().map(|t| (t.key.clone(), t)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rearmed_timer_ignores_its_stale_firing() {
+        let mut t = Timers::default();
+        let mut out = vec![];
+        let key = TimerKey::PodWork { uid: Uid::new("a") };
+        t.set(key.clone(), Time::from_unix_secs(10), &mut out);
+        t.set(key.clone(), Time::from_unix_secs(20), &mut out);
+        let gens: Vec<u64> = out
+            .iter()
+            .map(|c| match c {
+                Command::SetTimer(a) => a.generation,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert!(!t.fire(&key, gens[0]), "stale generation must not fire");
+        assert!(t.fire(&key, gens[1]));
+        assert!(!t.fire(&key, gens[1]), "a timer fires once");
+    }
+
+    #[test]
+    fn timers_round_trip_through_json() {
+        let mut t = Timers::default();
+        let mut out = vec![];
+        t.set(TimerKey::Housekeeping, Time::from_unix_secs(1), &mut out);
+        t.set(
+            TimerKey::KillDeadline {
+                uid: Uid::new("x"),
+                request: 7,
+            },
+            Time::from_unix_secs(2),
+            &mut out,
+        );
+        let json = serde_json::to_string(&t).unwrap();
+        let back: Timers = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, t);
+    }
+}

@@ -1,0 +1,100 @@
+//! The append → fold → derive loop at the centre of the node.
+//!
+//! Owns the ledger and the folded `Node` together, so nothing else can mutate either: an
+//! input is appended, folded, and every `Command::Append` it yields is appended (with
+//! `cause` set) and folded before the next input, depth-first in emission order, so a
+//! replay of the ledger reproduces the live sequence exactly. Returns the other commands
+//! for the shell. Must not execute commands or read a clock (the caller passes `at`).
+
+use std::sync::Arc;
+
+use crate::core::{Command, Node};
+use crate::ledger::{Event, Ledger, LedgerConfig, Record, Time, TraceParent};
+use crate::observe::fold::observed_fold;
+
+/// A command for the shell, with the record whose fold emitted it.
+#[derive(Clone, Debug)]
+pub struct Emitted {
+    /// The record that caused the command (its seq becomes the `cause` of the outcome).
+    pub cause: Arc<Record>,
+    /// What to do.
+    pub command: Command,
+}
+
+/// Bound on derived records per input: a fold that keeps deriving is a bug, not a workload.
+pub const MAX_DERIVED_PER_INPUT: usize = 100_000;
+
+/// The ledger plus the state folded from it.
+pub struct Engine {
+    ledger: Ledger<Node>,
+    node: Node,
+    snapshot_requests: u64,
+}
+
+impl Engine {
+    /// An engine with an empty ledger and a fresh node.
+    pub fn new(config: LedgerConfig) -> Engine {
+        Engine {
+            ledger: Ledger::new(config, 0),
+            node: Node::default(),
+            snapshot_requests: 0,
+        }
+    }
+
+    /// The folded state.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &Ledger<Node> {
+        &self.ledger
+    }
+
+    /// Appends an external input at `at` and folds it and everything it derives.
+    pub fn submit(
+        &mut self,
+        at: Time,
+        cause: Option<u64>,
+        trace: Option<TraceParent>,
+        event: Event,
+    ) -> Vec<Emitted> {
+        let mut emitted = Vec::new();
+        let mut queue = std::collections::VecDeque::new();
+        queue.push_back((cause, trace, event));
+        let mut derived = 0usize;
+        while let Some((cause, trace, event)) = queue.pop_front() {
+            let record = self.ledger.append(at, cause, trace, event);
+            let commands = observed_fold(&mut self.node, &record);
+            if self.ledger.wants_snapshot() {
+                self.snapshot_requests += 1;
+                self.ledger.store_snapshot(Arc::new(self.node.clone()));
+            }
+            // Derived events are folded in emission order, before any later input; the
+            // other commands go to the shell in emission order too.
+            let mut appended = Vec::new();
+            for command in commands {
+                match command {
+                    Command::Append(e) => {
+                        appended.push((Some(record.seq), record.trace.clone(), e))
+                    }
+                    other => emitted.push(Emitted {
+                        cause: record.clone(),
+                        command: other,
+                    }),
+                }
+            }
+            derived += appended.len();
+            assert!(
+                derived <= MAX_DERIVED_PER_INPUT,
+                "record {} derived more than {MAX_DERIVED_PER_INPUT} records",
+                record.seq
+            );
+            // depth-first: the children of this record come before its later siblings
+            for item in appended.into_iter().rev() {
+                queue.push_front(item);
+            }
+        }
+        emitted
+    }
+}

@@ -1,0 +1,326 @@
+//! The events the ledger records: the vocabulary of everything that happens to a node.
+//!
+//! Owns the `Event` enum (serialised as `{"kind": "<Variant>", "event": {...}}`) and the
+//! payload structs that are not core vocabulary already. Names are the contract with
+//! operators and exported ledgers: add variants, never rename them. Must not carry secrets
+//! in clear (the shell redacts before append).
+
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::core::command::WorkType;
+use crate::core::config::{CoreConfig, PodSource};
+use crate::core::runtime_status::RuntimePodStatus;
+use crate::core::timers::TimerKey;
+use crate::core::uid::Uid;
+use crate::core::update::UpdatePod;
+
+/// The agent applied a configuration; the core folds everything after it with these values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigApplied {
+    /// The configuration.
+    pub config: CoreConfig,
+}
+
+/// A config source delivered its initial state (kubelet `sourcesReady.AddSource`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceReady {
+    /// The source.
+    pub source: PodSource,
+}
+
+/// A pod config change from a source (`PodAdded`, `PodUpdated`, `PodRemoved`, `PodDeleted`,
+/// `PodReconcile` share this payload).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PodConfigChange {
+    /// Which source saw the change.
+    pub source: PodSource,
+    /// The pod as the source has it now (for removals: as it was last seen).
+    pub pod: Arc<Pod>,
+}
+
+/// PLEG event types (kubelet `PodLifeCycleEventType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PlegEventKind {
+    /// A container started.
+    ContainerStarted,
+    /// A container exited.
+    ContainerDied,
+    /// A container was removed from the runtime.
+    ContainerRemoved,
+    /// A container changed state in another way.
+    ContainerChanged,
+    /// Something about the pod changed; sync it.
+    PodSync,
+}
+
+/// A pod lifecycle event from the PLEG.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlegEvent {
+    /// The pod.
+    pub uid: Uid,
+    /// What happened.
+    pub kind: PlegEventKind,
+    /// The container (or sandbox) it happened to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<String>,
+}
+
+/// The runtime's view of a pod, from a relist or an `InspectPod`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeStatusObserved {
+    /// The pod.
+    pub uid: Uid,
+    /// The status; absent (with `error` absent) when the runtime has nothing for the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Arc<RuntimePodStatus>>,
+    /// Why the inspection failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// How a sync command ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum SyncOutcome {
+    /// Finished without error.
+    Ok,
+    /// `SyncPod` finished and found the pod terminal (`isTerminal=true`).
+    Terminal,
+    /// Failed; the worker retries with backoff.
+    Failed {
+        /// The error, as the kubelet would log it.
+        message: String,
+    },
+    /// Stopped early because it was cancelled (`context.Canceled`).
+    Canceled,
+}
+
+/// A sync command ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyncFinished {
+    /// The pod.
+    pub uid: Uid,
+    /// The `sync_id` of the command.
+    pub sync_id: u64,
+    /// Which work it was.
+    pub work: WorkType,
+    /// How it ended.
+    pub outcome: SyncOutcome,
+}
+
+/// A timer armed by `SetTimer` fired.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimerFired {
+    /// What it was for.
+    #[serde(flatten)]
+    pub key: TimerKey,
+    /// The generation from `SetTimer`.
+    pub generation: u64,
+}
+
+/// Housekeeping reconciles the pod workers with the desired pods (`SyncKnownPods`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyncKnownPods {
+    /// The UIDs of every desired (config) pod, sorted.
+    pub desired: Vec<Uid>,
+}
+
+/// A kill requested with `wait_for_completion` finished (the kubelet closes `CompletedCh`)
+/// or its deadline passed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KillCompleted {
+    /// The pod.
+    pub uid: Uid,
+    /// The seqs of the `UpdatePod` records that requested the kill.
+    pub requests: Vec<u64>,
+    /// True if the deadline passed first (`ExceededGracePeriod`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+}
+
+/// Admission rejected a pod; the status manager marks it Failed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PodRejected {
+    /// The pod.
+    pub uid: Uid,
+    /// One-word reason (e.g. `OutOfpods`).
+    pub reason: String,
+    /// `Pod was rejected: <why>`.
+    pub message: String,
+}
+
+macro_rules! events {
+    ($( $(#[$doc:meta])* $variant:ident($payload:ty) ),* $(,)?) => {
+        /// Something that happened, as recorded in the ledger.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Event {
+            $( $(#[$doc])* $variant($payload), )*
+        }
+
+        impl Event {
+            /// Every kind, in declaration order.
+            pub const KINDS: &'static [&'static str] = &[$( stringify!($variant), )*];
+
+            /// The span a fold of this event runs in: `fold <kind>`, with the record's seq.
+            pub fn fold_span(&self, seq: u64) -> tracing::Span {
+                match self { $( Event::$variant(_) => tracing::info_span!(concat!("fold ", stringify!($variant)), seq), )* }
+            }
+
+            /// The `kind` of the NDJSON line.
+            pub fn kind(&self) -> &'static str {
+                match self { $( Event::$variant(_) => stringify!($variant), )* }
+            }
+
+            fn serialize_payload<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self { $( Event::$variant(p) => p.serialize(s), )* }
+            }
+
+            /// Decodes the `event` object of a line whose `kind` is `kind`.
+            pub fn decode(kind: &str, event_json: &str) -> Result<Event, EventDecodeError> {
+                match kind {
+                    $( stringify!($variant) => serde_json::from_str::<$payload>(event_json)
+                        .map(Event::$variant)
+                        .map_err(|e| EventDecodeError::Payload { kind: stringify!($variant), error: e.to_string() }), )*
+                    other => Err(EventDecodeError::UnknownKind(other.chars().take(64).collect())),
+                }
+            }
+
+            fn from_value(kind: &str, v: serde_json::Value) -> Result<Event, EventDecodeError> {
+                match kind {
+                    $( stringify!($variant) => serde_json::from_value::<$payload>(v)
+                        .map(Event::$variant)
+                        .map_err(|e| EventDecodeError::Payload { kind: stringify!($variant), error: e.to_string() }), )*
+                    other => Err(EventDecodeError::UnknownKind(other.chars().take(64).collect())),
+                }
+            }
+        }
+    };
+}
+
+events! {
+    /// The agent's configuration (first record of a run).
+    ConfigApplied(ConfigApplied),
+    /// A config source has delivered its initial state.
+    SourceReady(SourceReady),
+    /// A pod appeared in a source (`HandlePodAdditions`).
+    PodAdded(PodConfigChange),
+    /// A pod's spec or metadata changed (`HandlePodUpdates`).
+    PodUpdated(PodConfigChange),
+    /// A pod left a source (`HandlePodRemoves`).
+    PodRemoved(PodConfigChange),
+    /// A pod was marked for graceful deletion (treated as an update).
+    PodDeleted(PodConfigChange),
+    /// Only a pod's status changed in the API (`HandlePodReconcile`).
+    PodReconcile(PodConfigChange),
+    /// An update delivered to a pod worker (`podWorkers.UpdatePod`).
+    UpdatePod(UpdatePod),
+    /// A pod lifecycle event from the PLEG.
+    PlegEvent(PlegEvent),
+    /// The runtime's view of a pod.
+    RuntimeStatusObserved(RuntimeStatusObserved),
+    /// A sync command ended.
+    SyncFinished(SyncFinished),
+    /// A timer fired.
+    TimerFired(TimerFired),
+    /// Housekeeping reconciled the workers with the desired pods.
+    SyncKnownPods(SyncKnownPods),
+    /// A waited-for kill completed or timed out.
+    KillCompleted(KillCompleted),
+    /// Admission rejected a pod.
+    PodRejected(PodRejected),
+}
+
+impl Event {
+    /// The pod UID the event is about, if it is about one pod.
+    pub fn pod_uid(&self) -> Option<Uid> {
+        match self {
+            Event::PodAdded(e)
+            | Event::PodUpdated(e)
+            | Event::PodRemoved(e)
+            | Event::PodDeleted(e)
+            | Event::PodReconcile(e) => Some(crate::core::pod::uid(&e.pod)),
+            Event::UpdatePod(u) => u.uid(),
+            Event::PlegEvent(e) => Some(e.uid.clone()),
+            Event::RuntimeStatusObserved(e) => Some(e.uid.clone()),
+            Event::SyncFinished(e) => Some(e.uid.clone()),
+            Event::TimerFired(t) => match &t.key {
+                TimerKey::PodWork { uid } | TimerKey::KillDeadline { uid, .. } => Some(uid.clone()),
+                TimerKey::Housekeeping => None,
+            },
+            Event::KillCompleted(e) => Some(e.uid.clone()),
+            Event::PodRejected(e) => Some(e.uid.clone()),
+            Event::ConfigApplied(_) | Event::SourceReady(_) | Event::SyncKnownPods(_) => None,
+        }
+    }
+
+    /// The pod object the event carries, if any (for `namespace/name` filters).
+    pub fn pod(&self) -> Option<&Pod> {
+        match self {
+            Event::PodAdded(e)
+            | Event::PodUpdated(e)
+            | Event::PodRemoved(e)
+            | Event::PodDeleted(e)
+            | Event::PodReconcile(e) => Some(&e.pod),
+            Event::UpdatePod(u) => u.pod.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Why an event payload could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventDecodeError {
+    /// The `kind` is not one this version knows.
+    #[error("unknown kind {0:?}")]
+    UnknownKind(String),
+    /// The payload does not match the kind's schema.
+    #[error("bad {kind} event: {error}")]
+    Payload {
+        /// The kind.
+        kind: &'static str,
+        /// What serde said.
+        error: String,
+    },
+}
+
+/// Serialises the payload of an event (the `event` field of a line).
+pub(crate) struct Payload<'a>(pub &'a Event);
+
+impl Serialize for Payload<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize_payload(s)
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("kind", self.kind())?;
+        m.serialize_entry("event", &Payload(self))?;
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Event, D::Error> {
+        #[derive(Deserialize)]
+        struct Tagged {
+            kind: String,
+            event: serde_json::Value,
+        }
+        let t = Tagged::deserialize(d)?;
+        Event::from_value(&t.kind, t.event).map_err(D::Error::custom)
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind())
+    }
+}

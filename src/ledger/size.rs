@@ -1,0 +1,125 @@
+//! How many bytes a retained record costs.
+//!
+//! Owns the estimate used for the ledger's byte budget: the record's inline size, the heap
+//! it owns, and the objects it shares behind `Arc` (pods, runtime statuses), which are
+//! counted once however many records point at them. Must not serialise per record: shared
+//! objects are measured once, when first seen.
+
+use std::collections::HashMap;
+use std::mem::size_of;
+use std::sync::Arc;
+
+use super::event::Event;
+use super::record::Record;
+
+/// A shared object a record points at.
+pub(crate) struct Shared<'a> {
+    addr: usize,
+    measure: Box<dyn FnOnce() -> usize + 'a>,
+}
+
+fn shared<T: serde::Serialize>(a: &Arc<T>) -> Shared<'_> {
+    Shared {
+        addr: Arc::as_ptr(a) as *const () as usize,
+        // The JSON length is a fair stand-in for the heap a Kubernetes object occupies.
+        measure: Box::new(move || {
+            size_of::<T>() + serde_json::to_vec(&**a).map(|v| v.len()).unwrap_or(0)
+        }),
+    }
+}
+
+fn for_each_shared<'a>(e: &'a Event, mut f: impl FnMut(Shared<'a>)) {
+    match e {
+        Event::PodAdded(c)
+        | Event::PodUpdated(c)
+        | Event::PodRemoved(c)
+        | Event::PodDeleted(c)
+        | Event::PodReconcile(c) => f(shared(&c.pod)),
+        Event::UpdatePod(u) => {
+            if let Some(p) = &u.pod {
+                f(shared(p));
+            }
+            if let Some(p) = &u.mirror_pod {
+                f(shared(p));
+            }
+            if let Some(r) = &u.running_pod {
+                f(shared(r));
+            }
+        }
+        Event::RuntimeStatusObserved(o) => {
+            if let Some(s) = &o.status {
+                f(shared(s));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Heap owned by the record itself (strings and vectors not behind a shared `Arc`).
+fn own_heap_bytes(r: &Record) -> usize {
+    let trace = r.trace.as_ref().map_or(0, |t| t.len());
+    let uid = r.event.pod_uid().map_or(0, |u| u.as_str().len() + 16);
+    let extra = match &r.event {
+        Event::ConfigApplied(c) => c.config.node_name.len() + c.config.sources.len() * 8,
+        Event::UpdatePod(u) => u.kill.as_ref().map_or(0, |k| {
+            k.status_override.as_ref().map_or(0, |s| {
+                s.reason.as_ref().map_or(0, String::len)
+                    + s.message.as_ref().map_or(0, String::len)
+                    + s.conditions.len() * 256
+            })
+        }),
+        Event::PlegEvent(p) => p.container_id.as_ref().map_or(0, String::len),
+        Event::RuntimeStatusObserved(o) => o.error.as_ref().map_or(0, String::len),
+        Event::SyncFinished(f) => match &f.outcome {
+            super::event::SyncOutcome::Failed { message } => message.len(),
+            _ => 0,
+        },
+        Event::SyncKnownPods(s) => s.desired.len() * (size_of::<crate::core::uid::Uid>() + 40),
+        Event::KillCompleted(k) => k.requests.len() * 8,
+        Event::PodRejected(p) => p.reason.len() + p.message.len(),
+        _ => 0,
+    };
+    trace + uid + extra
+}
+
+/// Tracks shared objects by address with a count of retained records pointing at each.
+#[derive(Default)]
+pub(crate) struct SharedTally {
+    objects: HashMap<usize, (usize, u32)>,
+    bytes: u64,
+}
+
+impl SharedTally {
+    /// Accounts a newly retained record; returns its own (unshared) bytes.
+    pub fn retain(&mut self, r: &Record) -> u64 {
+        for_each_shared(&r.event, |s| {
+            let entry = self.objects.entry(s.addr).or_insert_with(|| {
+                let n = (s.measure)();
+                (n, 0)
+            });
+            if entry.1 == 0 {
+                self.bytes += entry.0 as u64;
+            }
+            entry.1 += 1;
+        });
+        (size_of::<Record>() + size_of::<Arc<Record>>() + own_heap_bytes(r)) as u64
+    }
+
+    /// Accounts an evicted record.
+    pub fn release(&mut self, r: &Record) {
+        for_each_shared(&r.event, |s| {
+            if let Some(entry) = self.objects.get_mut(&s.addr) {
+                entry.1 -= 1;
+                if entry.1 == 0 {
+                    self.bytes -= entry.0 as u64;
+                    self.objects.remove(&s.addr);
+                }
+            }
+        });
+    }
+
+    /// Bytes of all shared objects still referenced by retained records.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}

@@ -1,0 +1,16 @@
+//! ledgerlet: a Kubernetes node agent built as an event-sourced reconciler.
+//!
+//! Every input becomes an immutable record in the [`ledger`]; pure reducers in [`core`] fold
+//! records into state and commands; the [`shell`] carries out commands and reports their
+//! outcomes as new records. See docs/architecture.md.
+
+pub mod cli;
+pub mod core;
+pub mod daemon;
+pub mod engine;
+pub mod ledger;
+pub mod observe;
+pub mod replay;
+pub mod shell;
+pub mod sim;
+pub mod sources;

@@ -1,0 +1,406 @@
+//! Offline replay of an exported ledger: fold it into a `Node` and show the pod workers.
+//!
+//! Owns reading an NDJSON ledger (optionally starting from a leading snapshot), checking it
+//! is replayable (dense seqs), stopping at a seq or time, and rendering the pod-worker state
+//! as a table or JSON. Output is deterministic: the same file prints the same bytes. Must not
+//! talk to anything: replay is pure computation over a file.
+
+use std::fmt::Write as _;
+use std::io::BufRead;
+
+use serde::Serialize;
+
+use crate::core::pod_workers::{PodSyncStatus, WorkerActivity};
+use crate::core::{fold, Node, Uid};
+use crate::ledger::{DecodeError, Line, Reader, Time};
+
+/// Where to stop folding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// After the record with this seq.
+    Seq(u64),
+    /// After the last record at or before this time.
+    Time(Time),
+}
+
+impl std::str::FromStr for Until {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Until, String> {
+        if let Ok(seq) = s.parse::<u64>() {
+            return Ok(Until::Seq(seq));
+        }
+        Time::parse_rfc3339(s)
+            .map(Until::Time)
+            .map_err(|e| format!("expected a seq or an RFC 3339 time: {e}"))
+    }
+}
+
+/// Which pod to show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodFilter {
+    /// By UID.
+    Uid(Uid),
+    /// By `namespace/name`.
+    Name {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+}
+
+impl std::str::FromStr for PodFilter {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PodFilter, String> {
+        match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok(PodFilter::Name {
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                })
+            }
+            Some(_) => Err(format!("{s:?} is neither a UID nor NAMESPACE/NAME")),
+            None if !s.is_empty() => Ok(PodFilter::Uid(Uid::new(s))),
+            None => Err("empty pod filter".into()),
+        }
+    }
+}
+
+impl PodFilter {
+    fn matches(&self, uid: &Uid, status: &PodSyncStatus) -> bool {
+        match self {
+            PodFilter::Uid(u) => u == uid,
+            PodFilter::Name { namespace, name } => {
+                status.fullname == crate::core::pod::build_full_name(name, namespace)
+            }
+        }
+    }
+}
+
+/// Why a ledger could not be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A line could not be decoded.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The ledger is not a contiguous history.
+    #[error("line {line}: {what}")]
+    NotReplayable {
+        /// 1-based line number.
+        line: u64,
+        /// What is missing.
+        what: String,
+    },
+}
+
+impl ReplayError {
+    /// The line the error is about.
+    pub fn line(&self) -> u64 {
+        match self {
+            ReplayError::Decode(e) => e.line(),
+            ReplayError::NotReplayable { line, .. } => *line,
+        }
+    }
+}
+
+/// The result of a replay.
+pub struct Replayed {
+    /// The folded state.
+    pub node: Node,
+    /// Records folded (not counting a snapshot).
+    pub records_folded: u64,
+    /// The seq the replay started after (the snapshot's seq, or 0).
+    pub base_seq: u64,
+}
+
+/// Folds the ledger read from `input` until `until` (or the end).
+pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, ReplayError> {
+    let mut node = Node::default();
+    let mut base_seq = 0;
+    let mut expected = 1u64;
+    let mut folded = 0u64;
+    let mut reader: Reader<_, Node> = Reader::new(input);
+    while let Some(line) = reader.next() {
+        match line? {
+            Line::Snapshot(s) => {
+                node = s.state;
+                base_seq = s.seq;
+                expected = s.seq + 1;
+            }
+            Line::Record(r) => {
+                if r.seq != expected {
+                    let what = if folded == 0 && base_seq == 0 {
+                        format!(
+                            "the ledger starts at seq {} without a Snapshot line: records 1..{} are missing",
+                            r.seq,
+                            r.seq - 1
+                        )
+                    } else {
+                        format!(
+                            "seq {} follows seq {}: records are missing",
+                            r.seq,
+                            expected - 1
+                        )
+                    };
+                    return Err(ReplayError::NotReplayable {
+                        line: reader.line_no(),
+                        what,
+                    });
+                }
+                let stop = match until {
+                    Some(Until::Seq(s)) => r.seq > s,
+                    Some(Until::Time(t)) => r.at > t,
+                    None => false,
+                };
+                if stop {
+                    break;
+                }
+                fold(&mut node, &r);
+                expected = r.seq + 1;
+                folded += 1;
+            }
+        }
+    }
+    Ok(Replayed {
+        node,
+        records_folded: folded,
+        base_seq,
+    })
+}
+
+/// One pod worker, as shown by `replay`.
+#[derive(Serialize)]
+pub struct WorkerView<'a> {
+    /// The UID.
+    pub uid: &'a Uid,
+    /// `namespace/name`.
+    pub pod: String,
+    /// `sync`, `terminating` or `terminated`.
+    pub state: &'static str,
+    /// What the worker is doing.
+    pub activity: String,
+    /// The raw status (pod objects left out).
+    #[serde(flatten)]
+    pub flags: Flags,
+}
+
+/// The scalar fields of a worker status.
+#[derive(Serialize)]
+pub struct Flags {
+    /// Working on an update.
+    pub working: bool,
+    /// Effective grace period (s).
+    pub grace_period_s: i64,
+    /// First seen.
+    pub synced_at: Time,
+    /// Allowed to start.
+    pub started_at: Option<Time>,
+    /// Termination requested.
+    pub terminating_at: Option<Time>,
+    /// All containers stopped.
+    pub terminated_at: Option<Time>,
+    /// Termination observed by the worker.
+    pub started_terminating: bool,
+    /// Deleted.
+    pub deleted: bool,
+    /// Evicted.
+    pub evicted: bool,
+    /// Finished.
+    pub finished: bool,
+    /// Restart requested (UID reuse).
+    pub restart_requested: bool,
+    /// Seen in the runtime.
+    pub observed_runtime: bool,
+    /// Update type of the pending update, if any.
+    pub pending: Option<&'static str>,
+}
+
+fn pod_label(status: &PodSyncStatus) -> String {
+    match status.last_pod() {
+        Some(p) => format!(
+            "{}/{}",
+            crate::core::pod::namespace(p),
+            crate::core::pod::name(p)
+        ),
+        None => status.fullname.clone(),
+    }
+}
+
+fn activity_label(a: &WorkerActivity) -> String {
+    match a {
+        WorkerActivity::Idle => "idle".into(),
+        WorkerActivity::AwaitingRuntimeStatus { work } => {
+            format!("awaiting-status({})", work.work_type().span_name())
+        }
+        WorkerActivity::Syncing {
+            sync_id,
+            work_type,
+            canceled,
+            ..
+        } => format!(
+            "{}#{}{}",
+            work_type.span_name(),
+            sync_id,
+            if *canceled { " canceled" } else { "" }
+        ),
+    }
+}
+
+/// The workers to show, in UID order.
+pub fn worker_views<'a>(node: &'a Node, filter: Option<&PodFilter>) -> Vec<WorkerView<'a>> {
+    node.pod_workers
+        .statuses()
+        .filter(|(uid, s)| filter.is_none_or(|f| f.matches(uid, s)))
+        .map(|(uid, s)| WorkerView {
+            uid,
+            pod: pod_label(s),
+            state: s.state().as_str(),
+            activity: activity_label(&s.activity),
+            flags: Flags {
+                working: s.working,
+                grace_period_s: s.grace_period_s,
+                synced_at: s.synced_at,
+                started_at: s.started_at,
+                terminating_at: s.terminating_at,
+                terminated_at: s.terminated_at,
+                started_terminating: s.started_terminating,
+                deleted: s.deleted,
+                evicted: s.evicted,
+                finished: s.finished,
+                restart_requested: s.restart_requested,
+                observed_runtime: s.observed_runtime,
+                pending: s.pending_update.as_ref().map(|u| u.update_type.as_str()),
+            },
+        })
+        .collect()
+}
+
+/// Renders the replayed state as JSON (one document, trailing newline).
+pub fn render_json(r: &Replayed, filter: Option<&PodFilter>) -> String {
+    #[derive(Serialize)]
+    struct Doc<'a> {
+        last_seq: u64,
+        last_at: Time,
+        base_seq: u64,
+        records_folded: u64,
+        pods_synced: bool,
+        desired_pods: usize,
+        started_static_pods: &'a std::collections::BTreeMap<String, Uid>,
+        waiting_static_pods: &'a std::collections::BTreeMap<String, Vec<Uid>>,
+        workers: Vec<WorkerView<'a>>,
+    }
+    let doc = Doc {
+        last_seq: r.node.last_seq,
+        last_at: r.node.last_at,
+        base_seq: r.base_seq,
+        records_folded: r.records_folded,
+        pods_synced: r.node.pod_workers.pods_synced(),
+        desired_pods: r.node.pod_manager.len(),
+        started_static_pods: r.node.pod_workers.started_static_pods(),
+        waiting_static_pods: r.node.pod_workers.waiting_static_pods(),
+        workers: worker_views(&r.node, filter),
+    };
+    let mut s = serde_json::to_string_pretty(&doc).expect("serialisable");
+    s.push('\n');
+    s
+}
+
+/// Renders the replayed state as an aligned text table.
+pub fn render_table(r: &Replayed, filter: Option<&PodFilter>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ledger: {} records folded (from seq {}), last seq {} at {}",
+        r.records_folded,
+        r.base_seq + 1,
+        r.node.last_seq,
+        r.node.last_at
+    );
+    let _ = writeln!(
+        out,
+        "workers: {} known, {} desired pods, pods synced: {}",
+        r.node.pod_workers.len(),
+        r.node.pod_manager.len(),
+        if r.node.pod_workers.pods_synced() {
+            "yes"
+        } else {
+            "no"
+        }
+    );
+    let views = worker_views(&r.node, filter);
+    let header = [
+        "UID",
+        "POD",
+        "STATE",
+        "ACTIVITY",
+        "GRACE",
+        "SYNCED_AT",
+        "TERMINATING_AT",
+        "TERMINATED_AT",
+        "FLAGS",
+    ];
+    let opt = |t: Option<Time>| t.map_or("-".to_string(), |t| t.to_rfc3339_nanos());
+    let rows: Vec<[String; 9]> = views
+        .iter()
+        .map(|v| {
+            let f = &v.flags;
+            let flags: Vec<&str> = [
+                (f.working, "working"),
+                (f.started_at.is_some(), "started"),
+                (f.started_terminating, "terminating-seen"),
+                (f.deleted, "deleted"),
+                (f.evicted, "evicted"),
+                (f.finished, "finished"),
+                (f.restart_requested, "restart-requested"),
+                (f.observed_runtime, "runtime-seen"),
+            ]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| *n)
+            .collect();
+            [
+                v.uid.to_string(),
+                v.pod.clone(),
+                v.state.to_string(),
+                v.activity.clone(),
+                if f.grace_period_s == 0 {
+                    "-".into()
+                } else {
+                    format!("{}s", f.grace_period_s)
+                },
+                f.synced_at.to_rfc3339_nanos(),
+                opt(f.terminating_at),
+                opt(f.terminated_at),
+                if flags.is_empty() {
+                    "-".into()
+                } else {
+                    flags.join(",")
+                },
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let mut line = |cells: &[&str]| {
+        let mut l = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(cell);
+            } else {
+                let _ = write!(l, "{cell:<w$}  ");
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&header);
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        line(&cells);
+    }
+    out
+}

@@ -1,0 +1,504 @@
+//! A seeded, single-threaded simulation of a node: the real engine (ledger + core) driven by
+//! a simulated shell, runtime and clock.
+//!
+//! Owns the simulated world: a virtual clock, an ordered queue of future inputs, a toy
+//! runtime that "runs" a pod's containers when synced and stops them when terminated, timer
+//! delivery, and seeded fault injection. The same seed and script produce the same ledger,
+//! byte for byte. Must not be used by the agent itself: it exists for tests, examples and
+//! benchmarks, and it never touches real processes or the network.
+//!
+//! Pods can steer the simulated runtime with annotations (only the simulator reads them):
+//! `sim.ledgerlet.dev/complete-after-syncs: "N"` makes the N-th `SyncPod` find every
+//! container exited (the pod turns terminal); `sim.ledgerlet.dev/fail-syncs: "N"` makes the
+//! first N `SyncPod` calls fail.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::core::command::{Command, KubeEvent, WorkType};
+use crate::core::config::CoreConfig;
+use crate::core::pod;
+use crate::core::runtime_status::{
+    ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
+};
+use crate::core::uid::Uid;
+use crate::engine::{Emitted, Engine};
+use crate::ledger::event::{
+    ConfigApplied, PlegEvent, PlegEventKind, RuntimeStatusObserved, SyncFinished, SyncOutcome,
+    TimerFired,
+};
+use crate::ledger::{codec, Event, LedgerConfig, Time};
+
+/// Annotation: the N-th SyncPod finds the pod's containers exited.
+pub const COMPLETE_AFTER_SYNCS: &str = "sim.ledgerlet.dev/complete-after-syncs";
+/// Annotation: the first N SyncPod calls fail.
+pub const FAIL_SYNCS: &str = "sim.ledgerlet.dev/fail-syncs";
+
+/// Knobs of the simulated world.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Seed for latencies and faults.
+    pub seed: u64,
+    /// The virtual clock's start.
+    pub start: Time,
+    /// The core configuration appended first.
+    pub core: CoreConfig,
+    /// Ledger limits.
+    pub ledger: LedgerConfig,
+    /// Latency of a sync command, uniformly in [min, max] ms.
+    pub sync_latency_ms: (u64, u64),
+    /// Latency of an `InspectPod`, uniformly in [min, max] ms.
+    pub inspect_latency_ms: (u64, u64),
+    /// Probability (per million) that any sync fails with a transient error.
+    pub sync_failure_per_million: u32,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 1,
+            start: Time::parse_rfc3339("2026-01-01T00:00:00Z").expect("valid"),
+            core: CoreConfig {
+                node_name: "sim-node".into(),
+                ..CoreConfig::default()
+            },
+            ledger: LedgerConfig::default(),
+            sync_latency_ms: (5, 50),
+            inspect_latency_ms: (1, 5),
+            sync_failure_per_million: 0,
+        }
+    }
+}
+
+/// The simulator's deterministic random source (splitmix64).
+#[derive(Clone, Debug)]
+pub struct SimRng(u64);
+
+impl SimRng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> SimRng {
+        SimRng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[lo, hi]`.
+    pub fn range(&mut self, (lo, hi): (u64, u64)) -> u64 {
+        if hi <= lo {
+            lo
+        } else {
+            lo + self.next_u64() % (hi - lo + 1)
+        }
+    }
+
+    /// True with probability `per_million / 1e6`.
+    pub fn chance(&mut self, per_million: u32) -> bool {
+        self.next_u64() % 1_000_000 < u64::from(per_million)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Item {
+    /// An event to append.
+    Input(Event),
+    /// A sync completes; a cancellation that arrived meanwhile turns a successful `SyncPod`
+    /// into `Canceled` (its cancellable waits were cut short).
+    SyncDone(SyncFinished),
+}
+
+#[derive(Clone, Debug)]
+struct Scheduled {
+    item: Item,
+    cause: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct SimPod {
+    status: RuntimePodStatus,
+    syncs: u32,
+    next_container: u64,
+}
+
+/// A simulated node.
+pub struct Sim {
+    config: SimConfig,
+    engine: Engine,
+    now: Time,
+    queue: BTreeMap<(Time, u64), Scheduled>,
+    next_order: u64,
+    rng: SimRng,
+    runtime: BTreeMap<Uid, SimPod>,
+    canceled: BTreeMap<(Uid, u64), ()>,
+    /// Kubernetes Events the core asked to record, in order.
+    pub kube_events: Vec<KubeEvent>,
+    /// Every command the shell received, with the seq of the record that caused it.
+    pub commands: Vec<(u64, Command)>,
+}
+
+impl Sim {
+    /// A simulated node whose ledger starts with `ConfigApplied`.
+    pub fn new(config: SimConfig) -> Sim {
+        let mut sim = Sim {
+            engine: Engine::new(config.ledger.clone()),
+            now: config.start,
+            queue: BTreeMap::new(),
+            next_order: 0,
+            rng: SimRng::new(config.seed),
+            runtime: BTreeMap::new(),
+            canceled: BTreeMap::new(),
+            kube_events: Vec::new(),
+            commands: Vec::new(),
+            config,
+        };
+        let core = sim.config.core.clone();
+        sim.input(Event::ConfigApplied(ConfigApplied { config: core }));
+        sim
+    }
+
+    /// The engine (ledger and folded node).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The virtual clock.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// Submits an external input now.
+    pub fn input(&mut self, event: Event) {
+        let emitted = self.engine.submit(self.now, None, None, event);
+        self.carry_out(emitted);
+    }
+
+    /// Schedules an external input `after_ms` from now.
+    pub fn input_after(&mut self, after_ms: u64, event: Event) {
+        let at = self.now.plus_ms(after_ms);
+        self.schedule(at, event, None);
+    }
+
+    fn schedule(&mut self, at: Time, event: Event, cause: Option<u64>) {
+        self.schedule_item(at, Item::Input(event), cause);
+    }
+
+    fn schedule_item(&mut self, at: Time, item: Item, cause: Option<u64>) {
+        self.next_order += 1;
+        self.queue
+            .insert((at, self.next_order), Scheduled { item, cause });
+    }
+
+    /// Runs the world until the clock reaches `until` (inputs due then included).
+    pub fn run_until(&mut self, until: Time) {
+        while let Some(entry) = self.queue.first_entry() {
+            if entry.key().0 > until {
+                break;
+            }
+            let ((at, _), scheduled) = entry.remove_entry();
+            self.now = self.now.max(at);
+            let event = match scheduled.item {
+                Item::Input(e) => e,
+                Item::SyncDone(mut f) => {
+                    let canceled = self.canceled.remove(&(f.uid.clone(), f.sync_id)).is_some();
+                    if canceled && f.work == WorkType::Sync && f.outcome == SyncOutcome::Ok {
+                        f.outcome = SyncOutcome::Canceled;
+                    }
+                    Event::SyncFinished(f)
+                }
+            };
+            let emitted = self.engine.submit(self.now, scheduled.cause, None, event);
+            self.carry_out(emitted);
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Runs the world for `ms` of virtual time.
+    pub fn run_for(&mut self, ms: u64) {
+        let until = self.now.plus_ms(ms);
+        self.run_until(until);
+    }
+
+    /// The ledger as NDJSON (every retained record, no snapshot).
+    pub fn export_ndjson(&self) -> String {
+        let mut out = Vec::new();
+        for r in self.engine.ledger().since(0) {
+            codec::write_record(&mut out, r).expect("writing to a Vec cannot fail");
+        }
+        String::from_utf8(out).expect("JSON is UTF-8")
+    }
+
+    /// The simulated runtime's current view of a pod.
+    pub fn runtime_status(&self, uid: &Uid) -> Option<&RuntimePodStatus> {
+        self.runtime.get(uid).map(|p| &p.status)
+    }
+
+    /// Places a pod in the simulated runtime as if a previous agent had started it.
+    pub fn seed_runtime_pod(&mut self, uid: &Uid, name: &str, namespace: &str) {
+        let now = self.now;
+        let sp = self.runtime.entry(uid.clone()).or_default();
+        sp.status.name = name.into();
+        sp.status.namespace = namespace.into();
+        sp.status.sandboxes = vec![SandboxStatus {
+            id: format!("sandbox-{uid}"),
+            state: SandboxState::SandboxReady,
+            created_at: now,
+            attempt: 0,
+            ip: Some("10.0.0.9".into()),
+            host_network: false,
+        }];
+        sp.status.containers = vec![ContainerStatus {
+            id: format!("{uid}-leftover"),
+            name: "leftover".into(),
+            state: ContainerState::Running,
+            created_at: now,
+            started_at: Some(now),
+            finished_at: None,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            image: "busybox".into(),
+            hash: String::new(),
+            restart_count: 0,
+        }];
+    }
+
+    fn carry_out(&mut self, emitted: Vec<Emitted>) {
+        for e in emitted {
+            let cause = e.cause.seq;
+            self.commands.push((cause, e.command.clone()));
+            match e.command {
+                Command::Append(_) => unreachable!("the engine folds derived events"),
+                Command::SetTimer(t) => {
+                    let at = t.due.max(self.now);
+                    self.schedule(
+                        at,
+                        Event::TimerFired(TimerFired {
+                            key: t.key,
+                            generation: t.generation,
+                        }),
+                        Some(cause),
+                    );
+                }
+                Command::RecordEvent(ev) => self.kube_events.push(ev),
+                Command::InspectPod { uid } => {
+                    let delay = self.rng.range(self.config.inspect_latency_ms);
+                    let status = self.observed(&uid);
+                    self.schedule(
+                        self.now.plus_ms(delay),
+                        Event::RuntimeStatusObserved(RuntimeStatusObserved {
+                            uid,
+                            status,
+                            error: None,
+                        }),
+                        Some(cause),
+                    );
+                }
+                Command::CancelSync { uid, sync_id } => {
+                    self.canceled.insert((uid, sync_id), ());
+                }
+                Command::SyncPod(c) => {
+                    let outcome = self.sim_sync_pod(&c.uid, &c.pod);
+                    self.finish(cause, c.uid, c.sync_id, WorkType::Sync, outcome);
+                }
+                Command::SyncTerminatingPod(c) => {
+                    self.stop_containers(&c.uid);
+                    let outcome = self.maybe_fail(SyncOutcome::Ok);
+                    self.finish(cause, c.uid, c.sync_id, WorkType::Terminating, outcome);
+                }
+                Command::SyncTerminatingRuntimePod(c) => {
+                    self.runtime.remove(&c.uid);
+                    self.finish(
+                        cause,
+                        c.uid,
+                        c.sync_id,
+                        WorkType::TerminatingRuntime,
+                        SyncOutcome::Ok,
+                    );
+                }
+                Command::SyncTerminatedPod(c) => {
+                    if pod::is_deleted(&c.pod) {
+                        self.runtime.remove(&c.uid);
+                    }
+                    let outcome = self.maybe_fail(SyncOutcome::Ok);
+                    self.finish(cause, c.uid, c.sync_id, WorkType::Terminated, outcome);
+                }
+            }
+        }
+    }
+
+    fn observed(&self, uid: &Uid) -> Option<Arc<RuntimePodStatus>> {
+        self.runtime
+            .get(uid)
+            .filter(|p| !p.status.is_empty())
+            .map(|p| Arc::new(p.status.clone()))
+    }
+
+    fn maybe_fail(&mut self, outcome: SyncOutcome) -> SyncOutcome {
+        if self.rng.chance(self.config.sync_failure_per_million) {
+            SyncOutcome::Failed {
+                message: "simulated runtime error: connection reset".into(),
+            }
+        } else {
+            outcome
+        }
+    }
+
+    fn finish(&mut self, cause: u64, uid: Uid, sync_id: u64, work: WorkType, outcome: SyncOutcome) {
+        let delay = self.rng.range(self.config.sync_latency_ms);
+        self.schedule_item(
+            self.now.plus_ms(delay),
+            Item::SyncDone(SyncFinished {
+                uid,
+                sync_id,
+                work,
+                outcome,
+            }),
+            Some(cause),
+        );
+    }
+
+    fn sim_sync_pod(&mut self, uid: &Uid, p: &Pod) -> SyncOutcome {
+        let annotation = |key: &str| -> Option<u32> {
+            p.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .and_then(|v| v.parse().ok())
+        };
+        let fail_syncs = annotation(FAIL_SYNCS).unwrap_or(0);
+        let complete_after = annotation(COMPLETE_AFTER_SYNCS);
+        let now = self.now;
+        let names: Vec<String> = p
+            .spec
+            .as_ref()
+            .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
+        let sp = self.runtime.entry(uid.clone()).or_default();
+        sp.syncs += 1;
+        if sp.syncs <= fail_syncs {
+            return SyncOutcome::Failed {
+                message: format!("simulated failure {} of {fail_syncs}", sp.syncs),
+            };
+        }
+        sp.status.name = pod::name(p).into();
+        sp.status.namespace = pod::namespace(p).into();
+        if sp.status.sandboxes.is_empty() {
+            sp.status.sandboxes.push(SandboxStatus {
+                id: format!("sandbox-{uid}"),
+                state: SandboxState::SandboxReady,
+                created_at: now,
+                attempt: 0,
+                ip: Some("10.0.0.2".into()),
+                host_network: false,
+            });
+            sp.status.ips = vec!["10.0.0.2".into()];
+        }
+        let mut started = Vec::new();
+        for name in &names {
+            if !sp.status.containers.iter().any(|c| &c.name == name) {
+                sp.next_container += 1;
+                let id = format!("{uid}-{}", sp.next_container);
+                started.push(id.clone());
+                sp.status.containers.insert(
+                    0,
+                    ContainerStatus {
+                        id,
+                        name: name.clone(),
+                        state: ContainerState::Running,
+                        created_at: now,
+                        started_at: Some(now),
+                        finished_at: None,
+                        exit_code: 0,
+                        reason: String::new(),
+                        message: String::new(),
+                        image: "busybox".into(),
+                        hash: String::new(),
+                        restart_count: 0,
+                    },
+                );
+            }
+        }
+        let terminal = complete_after.is_some_and(|n| sp.syncs >= n);
+        let mut died = Vec::new();
+        if terminal {
+            for c in &mut sp.status.containers {
+                if c.state == ContainerState::Running {
+                    c.state = ContainerState::Exited;
+                    c.finished_at = Some(now);
+                    c.reason = "Completed".into();
+                    died.push(c.id.clone());
+                }
+            }
+            for s in &mut sp.status.sandboxes {
+                s.state = SandboxState::SandboxNotready;
+            }
+        }
+        self.relist(uid, started, PlegEventKind::ContainerStarted);
+        self.relist(uid, died, PlegEventKind::ContainerDied);
+        let outcome = if terminal {
+            SyncOutcome::Terminal
+        } else {
+            SyncOutcome::Ok
+        };
+        self.maybe_fail(outcome)
+    }
+
+    fn stop_containers(&mut self, uid: &Uid) {
+        let now = self.now;
+        let Some(sp) = self.runtime.get_mut(uid) else {
+            return;
+        };
+        let mut died = Vec::new();
+        for c in &mut sp.status.containers {
+            if c.state == ContainerState::Running {
+                c.state = ContainerState::Exited;
+                c.finished_at = Some(now);
+                c.exit_code = 143;
+                c.reason = "Error".into();
+                died.push(c.id.clone());
+            }
+        }
+        for s in &mut sp.status.sandboxes {
+            s.state = SandboxState::SandboxNotready;
+        }
+        self.relist(uid, died, PlegEventKind::ContainerDied);
+    }
+
+    /// What a PLEG relist would report after the change: the new status, then an event per
+    /// changed container (1 s later, the generic relist period).
+    fn relist(&mut self, uid: &Uid, ids: Vec<String>, kind: PlegEventKind) {
+        if ids.is_empty() {
+            return;
+        }
+        let at = self.now.plus_ms(1_000);
+        let status = self.observed(uid);
+        self.schedule(
+            at,
+            Event::RuntimeStatusObserved(RuntimeStatusObserved {
+                uid: uid.clone(),
+                status,
+                error: None,
+            }),
+            None,
+        );
+        for id in ids {
+            self.schedule(
+                at,
+                Event::PlegEvent(PlegEvent {
+                    uid: uid.clone(),
+                    kind,
+                    container_id: Some(id),
+                }),
+                None,
+            );
+        }
+    }
+}
