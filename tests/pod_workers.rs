@@ -54,7 +54,7 @@ fn running_pod_status() -> RuntimePodStatus {
 fn sync_known(h: &mut Harness, desired: &[&str]) -> Vec<Command> {
     let mut d: Vec<_> = desired.iter().map(|s| uid(s)).collect();
     d.sort();
-    h.submit(Event::SyncKnownPods(SyncKnownPods { desired: d }))
+    h.submit(Event::SyncKnownPods(SyncKnownPods { desired: Some(d) }))
 }
 
 #[test]
@@ -238,7 +238,7 @@ fn pw_05_grace_period_only_shortens() {
     };
     // (current, spec, deletion, override) -> expected
     type Row = (i64, Option<i64>, Option<i64>, Option<i64>, i64);
-    let table: [Row; 9] = [
+    let table: [Row; 10] = [
         (0, Some(30), None, None, 30),
         (0, Some(30), Some(5), None, 5),
         (0, Some(30), Some(5), Some(2), 2),
@@ -248,6 +248,8 @@ fn pw_05_grace_period_only_shortens() {
         (10, Some(30), None, Some(20), 10),
         (10, Some(30), Some(20), None, 10),
         (10, Some(30), None, Some(3), 3),
+        // deletion grace 0 then a larger override: never grows (upstream would give 31)
+        (30, Some(30), Some(0), Some(31), 1),
     ];
     for (current, spec, deletion, over, want) in table {
         let kill = over.map(o);
@@ -1102,33 +1104,15 @@ fn pw_31_sync_known_pods_reports_each_worker() {
     );
 }
 
-/// Runs SyncKnownPods directly on a copy of the workers to read its report (the fold
-/// discards it), and folds the same record into the harness.
+/// Folds SyncKnownPods with `desired` and returns the kubelet's report of it.
 fn sync_report(
     h: &mut Harness,
     desired: &[&str],
 ) -> std::collections::BTreeMap<String, ledgerlet::core::pod_workers::PodWorkerSync> {
-    let mut node = h.node().clone();
     let set: BTreeSet<_> = desired.iter().map(|s| uid(s)).collect();
-    let mut out = Vec::new();
-    let report = {
-        let mut cx = ledgerlet::core::pod_workers::Cx {
-            seq: h.next_seq(),
-            now: h.now,
-            config: &node.config,
-            runtime: &node.runtime,
-            timers: &mut node.timers,
-            out: &mut out,
-        };
-        node.pod_workers.sync_known_pods(&mut cx, &set)
-    };
     sync_known(h, desired);
-    assert_eq!(
-        node.pod_workers,
-        h.node().pod_workers,
-        "the direct call and the folded record agree"
-    );
-    report
+    h.workers()
+        .known_pods_report(set.iter())
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect()
@@ -1173,7 +1157,7 @@ fn pw_33_kill_pod_now_completes_or_reports_exceeded_grace_period() {
         &p,
         KillPodOptions {
             grace_period_override_s: Some(0),
-            status_override: Some(failed.clone()),
+            status_override: Some(Box::new(failed.clone())),
             wait_for_completion: true,
             ..KillPodOptions::default()
         },
@@ -1280,7 +1264,7 @@ fn pw_34_the_last_status_override_wins() {
     h.kill(
         &p,
         KillPodOptions {
-            status_override: Some(preempt.clone()),
+            status_override: Some(Box::new(preempt.clone())),
             ..KillPodOptions::default()
         },
     );
@@ -1292,7 +1276,7 @@ fn pw_34_the_last_status_override_wins() {
     h.kill(
         &p,
         KillPodOptions {
-            status_override: Some(evict.clone()),
+            status_override: Some(Box::new(evict.clone())),
             ..KillPodOptions::default()
         },
     );

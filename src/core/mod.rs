@@ -9,6 +9,7 @@ pub mod command;
 pub mod config;
 mod dispatch;
 pub mod jitter;
+pub mod merge;
 pub mod node;
 pub mod pod;
 pub mod pod_manager;

@@ -54,6 +54,7 @@ macro_rules! cx {
             seq: $record.seq,
             now: $record.at,
             config: &$node.config,
+            pods: &$node.pod_manager,
             runtime: &$node.runtime,
             timers: &mut $node.timers,
             out: $out,
@@ -62,6 +63,18 @@ macro_rules! cx {
 }
 
 impl Node {
+    /// The `Uid` the node already holds for this pod, or `uid` itself: every map then shares
+    /// one allocation per pod, and comparisons between them are a pointer check.
+    pub(super) fn canonical_uid(&self, uid: &Uid) -> Uid {
+        let s = uid.as_str();
+        self.pod_workers
+            .uid_key(s)
+            .or_else(|| self.pod_manager.uid_key(s))
+            .or_else(|| self.runtime.uid_key(s))
+            .cloned()
+            .unwrap_or_else(|| uid.clone())
+    }
+
     /// Folds `record`, appending the commands it asks for to `out`.
     pub fn fold_into(&mut self, record: &Record, out: &mut Vec<Command>) {
         self.last_seq = record.seq;
@@ -98,8 +111,9 @@ impl Node {
             }
             Event::PlegEvent(e) => self.handle_pleg_event(e, now, out),
             Event::RuntimeStatusObserved(o) => {
+                let uid = self.canonical_uid(&o.uid);
                 self.runtime
-                    .observe(&o.uid, o.status.clone(), o.error.clone(), record.seq);
+                    .observe(&uid, o.status.clone(), o.error.clone(), record.seq);
                 self.pod_workers
                     .on_runtime_status(cx!(self, record, out), &o.uid);
             }
@@ -119,9 +133,7 @@ impl Node {
                     }
                 }
             }
-            Event::SyncKnownPods(s) => {
-                self.handle_sync_known_pods(s, record.seq, now, out);
-            }
+            Event::SyncKnownPods(s) => self.handle_sync_known_pods(s, record.seq, now, out),
             Event::KillCompleted(_) => {}
             Event::PodRejected(r) => {
                 self.rejected.insert(r.uid.clone());

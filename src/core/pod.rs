@@ -22,6 +22,11 @@ pub fn uid(pod: &Pod) -> Uid {
     Uid::new(pod.metadata.uid.as_deref().unwrap_or(""))
 }
 
+/// The pod's UID as text, without allocating (maps keyed by `Uid` accept `&str`).
+pub fn uid_str(pod: &Pod) -> &str {
+    pod.metadata.uid.as_deref().unwrap_or("")
+}
+
 /// The pod's name.
 pub fn name(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or("")

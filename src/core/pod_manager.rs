@@ -32,9 +32,17 @@ pub struct PodAndMirror {
 }
 
 impl PodManager {
-    /// Adds or replaces a pod (`AddPod` / `UpdatePod`).
-    pub fn upsert(&mut self, p: Arc<Pod>) {
-        let uid = pod::uid(&p);
+    /// The stored `Uid` equal to `uid`, so callers can share one allocation per pod.
+    pub fn uid_key(&self, uid: &str) -> Option<&Uid> {
+        self.pods
+            .get_key_value(uid)
+            .or_else(|| self.mirror_pods.get_key_value(uid))
+            .map(|(k, _)| k)
+    }
+
+    /// Adds or replaces a pod (`AddPod` / `UpdatePod`) under `uid` (its `metadata.uid`).
+    pub fn upsert(&mut self, uid: Uid, p: Arc<Pod>) {
+        debug_assert_eq!(uid.as_str(), pod::uid_str(&p));
         let name = pod::full_name(&p);
         if pod::is_mirror(&p) {
             self.mirror_by_full_name.insert(name, uid.clone());
@@ -60,8 +68,12 @@ impl PodManager {
         }
     }
 
-    /// The config pod with `uid`.
-    pub fn get(&self, uid: &Uid) -> Option<&Arc<Pod>> {
+    /// The config pod with `uid` (a `&Uid` or a `&str`).
+    pub fn get<Q>(&self, uid: &Q) -> Option<&Arc<Pod>>
+    where
+        Uid: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.pods.get(uid)
     }
 
@@ -89,6 +101,16 @@ impl PodManager {
                 was_mirror: false,
             }
         }
+    }
+
+    /// The config pods with their UIDs, in UID order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Uid, &Arc<Pod>)> {
+        self.pods.iter()
+    }
+
+    /// The UIDs of the config pods, ascending.
+    pub fn uids(&self) -> impl Iterator<Item = &Uid> {
+        self.pods.keys()
     }
 
     /// The config pods in UID order (`GetPods`).

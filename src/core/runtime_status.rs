@@ -251,7 +251,11 @@ impl RuntimeCache {
 
     /// `podCache.Get`: the last status, an empty status if the runtime never reported the
     /// pod, or the last inspection error.
-    pub fn get(&self, uid: &Uid) -> CacheResult {
+    pub fn get<Q>(&self, uid: &Q) -> CacheResult
+    where
+        Uid: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         match self.entries.get(uid) {
             Some(CacheEntry { error: Some(e), .. }) => Err(e.clone()),
             Some(e) => Ok(e.status.clone()),
@@ -269,6 +273,11 @@ impl RuntimeCache {
         }
     }
 
+    /// The stored `Uid` equal to `uid`.
+    pub fn uid_key(&self, uid: &str) -> Option<&Uid> {
+        self.entries.get_key_value(uid).map(|(k, _)| k)
+    }
+
     /// The raw entry for `uid`.
     pub fn entry(&self, uid: &Uid) -> Option<&CacheEntry> {
         self.entries.get(uid)
@@ -279,11 +288,17 @@ impl RuntimeCache {
         self.entries.iter()
     }
 
-    /// Drops entries with nothing in the runtime for UIDs `keep` rejects (bounds the cache
-    /// to pods that exist somewhere).
-    pub fn prune_empty(&mut self, mut keep: impl FnMut(&Uid) -> bool) {
-        self.entries
-            .retain(|uid, e| keep(uid) || (e.error.is_none() && !e.status.is_empty()));
+    /// Forgets `uid` if the runtime has nothing for it (or it could not be inspected): the
+    /// caller knows no worker and no config wants it, so an empty answer carries no
+    /// information. Keeps the cache bounded by what exists somewhere.
+    pub fn forget_if_empty(&mut self, uid: &Uid) {
+        if self
+            .entries
+            .get(uid)
+            .is_some_and(|e| e.error.is_some() || e.status.is_empty())
+        {
+            self.entries.remove(uid);
+        }
     }
 
     /// How many pods are cached.

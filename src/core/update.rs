@@ -70,7 +70,7 @@ pub struct KillPodOptions {
     pub grace_period_override_s: Option<i64>,
     /// `PodStatusFunc`: applied to the status generated while terminating.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status_override: Option<PodStatusOverride>,
+    pub status_override: Option<Box<PodStatusOverride>>,
     /// `CompletedCh`: the requester waits for a `KillCompleted` record naming the seq of
     /// this update, and gets `ExceededGracePeriod` if it takes longer than
     /// max(10 s, 1.5 × grace) (`killPodNow`).

@@ -124,10 +124,13 @@ pub struct TimerFired {
 }
 
 /// Housekeeping reconciles the pod workers with the desired pods (`SyncKnownPods`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SyncKnownPods {
-    /// The UIDs of every desired (config) pod, sorted.
-    pub desired: Vec<Uid>,
+    /// The desired pods' UIDs, sorted. Absent (what housekeeping records): every pod in the
+    /// pod manager at this point of the ledger, which a replay derives, so a busy node's
+    /// housekeeping does not repeat its whole pod list every two seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<Vec<Uid>>,
 }
 
 /// A kill requested with `wait_for_completion` finished (the kubelet closes `CompletedCh`)

@@ -57,29 +57,54 @@ fn for_each_shared<'a>(e: &'a Event, mut f: impl FnMut(Shared<'a>)) {
 
 /// Heap owned by the record itself (strings and vectors not behind a shared `Arc`).
 fn own_heap_bytes(r: &Record) -> usize {
+    use crate::core::timers::TimerKey;
+    // An `Arc<str>` allocation: two counters and the text.
+    fn uid(u: &crate::core::uid::Uid) -> usize {
+        16 + u.as_str().len()
+    }
+    fn opt(s: &Option<String>) -> usize {
+        s.as_ref().map_or(0, String::len)
+    }
     let trace = r.trace.as_ref().map_or(0, |t| t.len());
-    let uid = r.event.pod_uid().map_or(0, |u| u.as_str().len() + 16);
-    let extra = match &r.event {
-        Event::ConfigApplied(c) => c.config.node_name.len() + c.config.sources.len() * 8,
-        Event::UpdatePod(u) => u.kill.as_ref().map_or(0, |k| {
-            k.status_override.as_ref().map_or(0, |s| {
-                s.reason.as_ref().map_or(0, String::len)
-                    + s.message.as_ref().map_or(0, String::len)
+    let event = match &r.event {
+        Event::ConfigApplied(c) => c.config.node_name.len() + c.config.sources.len(),
+        Event::SourceReady(_) => 0,
+        Event::PodAdded(_)
+        | Event::PodUpdated(_)
+        | Event::PodRemoved(_)
+        | Event::PodDeleted(_)
+        | Event::PodReconcile(_) => 0,
+        Event::UpdatePod(u) => u
+            .kill
+            .as_ref()
+            .and_then(|k| k.status_override.as_ref())
+            .map_or(0, |s| {
+                size_of::<crate::core::update::PodStatusOverride>()
+                    + opt(&s.phase)
+                    + opt(&s.reason)
+                    + opt(&s.message)
                     + s.conditions.len() * 256
-            })
-        }),
-        Event::PlegEvent(p) => p.container_id.as_ref().map_or(0, String::len),
-        Event::RuntimeStatusObserved(o) => o.error.as_ref().map_or(0, String::len),
-        Event::SyncFinished(f) => match &f.outcome {
-            super::event::SyncOutcome::Failed { message } => message.len(),
-            _ => 0,
+            }),
+        Event::PlegEvent(p) => uid(&p.uid) + opt(&p.container_id),
+        Event::RuntimeStatusObserved(o) => uid(&o.uid) + opt(&o.error),
+        Event::SyncFinished(f) => {
+            uid(&f.uid)
+                + match &f.outcome {
+                    super::event::SyncOutcome::Failed { message } => message.len(),
+                    _ => 0,
+                }
+        }
+        Event::TimerFired(t) => match &t.key {
+            TimerKey::PodWork { uid: u } | TimerKey::KillDeadline { uid: u, .. } => uid(u),
+            TimerKey::Housekeeping => 0,
         },
-        Event::SyncKnownPods(s) => s.desired.len() * (size_of::<crate::core::uid::Uid>() + 40),
-        Event::KillCompleted(k) => k.requests.len() * 8,
-        Event::PodRejected(p) => p.reason.len() + p.message.len(),
-        _ => 0,
+        Event::SyncKnownPods(s) => s.desired.as_ref().map_or(0, |d| {
+            d.len() * size_of::<crate::core::uid::Uid>() + d.iter().map(uid).sum::<usize>()
+        }),
+        Event::KillCompleted(k) => uid(&k.uid) + k.requests.len() * 8,
+        Event::PodRejected(p) => uid(&p.uid) + p.reason.len() + p.message.len(),
     };
-    trace + uid + extra
+    trace + event
 }
 
 /// Tracks shared objects by address with a count of retained records pointing at each.
@@ -102,7 +127,8 @@ impl SharedTally {
             }
             entry.1 += 1;
         });
-        (size_of::<Record>() + size_of::<Arc<Record>>() + own_heap_bytes(r)) as u64
+        // ArcInner counters + the record + its slot in the deque (pointer and size)
+        (16 + size_of::<Record>() + 16 + own_heap_bytes(r)) as u64
     }
 
     /// Accounts an evicted record.

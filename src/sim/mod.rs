@@ -12,6 +12,8 @@
 //! container exited (the pod turns terminal); `sim.ledgerlet.dev/fail-syncs: "N"` makes the
 //! first N `SyncPod` calls fail.
 
+pub mod scenarios;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -138,6 +140,9 @@ pub struct Sim {
     rng: SimRng,
     runtime: BTreeMap<Uid, SimPod>,
     canceled: BTreeMap<(Uid, u64), ()>,
+    /// The last status reported per pod: an unchanged status is reported as the same `Arc`
+    /// (as the real shell does), so the ledger shares it.
+    reported: BTreeMap<Uid, Arc<RuntimePodStatus>>,
     /// Kubernetes Events the core asked to record, in order.
     pub kube_events: Vec<KubeEvent>,
     /// Every command the shell received, with the seq of the record that caused it.
@@ -155,6 +160,7 @@ impl Sim {
             rng: SimRng::new(config.seed),
             runtime: BTreeMap::new(),
             canceled: BTreeMap::new(),
+            reported: BTreeMap::new(),
             kube_events: Vec::new(),
             commands: Vec::new(),
             config,
@@ -334,11 +340,16 @@ impl Sim {
         }
     }
 
-    fn observed(&self, uid: &Uid) -> Option<Arc<RuntimePodStatus>> {
-        self.runtime
-            .get(uid)
-            .filter(|p| !p.status.is_empty())
-            .map(|p| Arc::new(p.status.clone()))
+    fn observed(&mut self, uid: &Uid) -> Option<Arc<RuntimePodStatus>> {
+        let current = self.runtime.get(uid).filter(|p| !p.status.is_empty())?;
+        match self.reported.get(uid) {
+            Some(last) if **last == current.status => Some(last.clone()),
+            _ => {
+                let status = Arc::new(current.status.clone());
+                self.reported.insert(uid.clone(), status.clone());
+                Some(status)
+            }
+        }
     }
 
     fn maybe_fail(&mut self, outcome: SyncOutcome) -> SyncOutcome {

@@ -5,12 +5,13 @@
 //! and driving orphaned pods to completion. Must not decide which pods are desired: the
 //! caller passes the desired set.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::status::PodWorkerState;
 use super::{effective_grace_period, Cx, PodWorkers};
+use crate::core::merge::SortedCursor;
 use crate::core::pod;
 use crate::core::uid::Uid;
 
@@ -29,25 +30,47 @@ pub struct PodWorkerSync {
 
 impl PodWorkers {
     /// `SyncKnownPods`: purges finished workers that are not desired (or whose UID was
-    /// reused), starts terminating orphans, and reports every remaining worker. Callers must
-    /// re-add desired pods missing from the report with a `Create`.
-    pub fn sync_known_pods(
+    /// reused), starts terminating orphans. `desired` yields the desired UIDs in ascending
+    /// order; it is merged with the workers' own sorted map, so a pass costs one walk over
+    /// both, without a lookup per pod. Callers must re-add desired pods without a worker.
+    /// The kubelet returns a report of the remaining workers; here it is the pure query
+    /// `known_pods_report`, which gives the same answer after this call. Returns the UIDs
+    /// it forgot.
+    pub fn sync_known_pods<'d>(
         &mut self,
         cx: &mut Cx<'_>,
-        desired: &BTreeSet<Uid>,
-    ) -> BTreeMap<Uid, PodWorkerSync> {
+        desired: impl Iterator<Item = &'d Uid>,
+    ) -> Vec<Uid> {
         self.pods_synced = true;
-        let mut report = BTreeMap::new();
-        let uids: Vec<Uid> = self.statuses.keys().cloned().collect();
-        for uid in uids {
-            let orphan = !desired.contains(&uid);
-            let restart = self.statuses[&uid].restart_requested;
-            if (restart || orphan) && self.remove_terminated_worker(cx, &uid, orphan) {
-                continue;
+        let mut desired = SortedCursor::new(desired.map(|u| (u, ())));
+        let mut candidates: Vec<(Uid, bool)> = Vec::new();
+        for (uid, status) in &self.statuses {
+            let orphan = desired.seek(uid).is_none();
+            if orphan || status.restart_requested {
+                candidates.push((uid.clone(), orphan));
             }
-            let Some(status) = self.statuses.get(&uid) else {
-                continue;
-            };
+        }
+        let mut forgotten = Vec::new();
+        for (uid, orphan) in candidates {
+            if self.remove_terminated_worker(cx, &uid, orphan) {
+                forgotten.push(uid);
+            } else {
+                self.pump(cx, &uid);
+            }
+        }
+        forgotten
+    }
+
+    /// The kubelet's `SyncKnownPods` report: every worker with its state, whether it is an
+    /// orphan (not in `desired`, ascending), and whether a (static) config is known.
+    pub fn known_pods_report<'d>(
+        &self,
+        desired: impl Iterator<Item = &'d Uid>,
+    ) -> BTreeMap<Uid, PodWorkerSync> {
+        let mut desired = SortedCursor::new(desired.map(|u| (u, ())));
+        let mut report = BTreeMap::new();
+        for (uid, status) in &self.statuses {
+            let orphan = desired.seek(uid).is_none();
             let config = match (&status.active_update, &status.pending_update) {
                 (Some(a), _) => a.pod.as_ref(),
                 (None, Some(p)) => p.pod.as_ref(),
@@ -62,7 +85,6 @@ impl PodWorkers {
                     is_static: config.is_some_and(|p| pod::is_static(p)),
                 },
             );
-            self.pump(cx, &uid);
         }
         report
     }

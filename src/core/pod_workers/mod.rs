@@ -60,6 +60,8 @@ pub struct Cx<'a> {
     pub now: Time,
     /// The configuration in force.
     pub config: &'a CoreConfig,
+    /// Desired pods (consulted only to share `Uid` allocations).
+    pub pods: &'a super::pod_manager::PodManager,
     /// The runtime cache.
     pub runtime: &'a RuntimeCache,
     /// Armed timers.
@@ -86,6 +88,16 @@ pub struct PodWorkers {
 impl PodWorkers {
     /// The status of `uid`, if the workers know it.
     pub fn status(&self, uid: &Uid) -> Option<&PodSyncStatus> {
+        self.statuses.get(uid)
+    }
+
+    /// The stored `Uid` equal to `uid`, so callers can share one allocation per pod.
+    pub fn uid_key(&self, uid: &str) -> Option<&Uid> {
+        self.statuses.get_key_value(uid).map(|(k, _)| k)
+    }
+
+    /// The status of the pod whose UID is `uid`, without allocating a `Uid`.
+    pub fn status_by_str(&self, uid: &str) -> Option<&PodSyncStatus> {
         self.statuses.get(uid)
     }
 
@@ -169,7 +181,12 @@ impl PodWorkers {
                     }
                 }
             }
-            self.statuses.insert(uid.clone(), status);
+            let key = cx
+                .pods
+                .uid_key(uid.as_str())
+                .cloned()
+                .unwrap_or(uid.clone());
+            self.statuses.insert(key, status);
         }
         let status = self.statuses.get_mut(&uid).expect("inserted above");
 
@@ -260,7 +277,7 @@ impl PodWorkers {
                 );
             }
             if let Some(s) = &kill.status_override {
-                status.status_post_terminating.push(s.clone());
+                status.status_post_terminating.push((**s).clone());
             }
             let (grace, shortened) =
                 effective_grace_period(status.grace_period_s, &decision_pod, Some(kill));

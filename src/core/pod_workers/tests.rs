@@ -35,6 +35,7 @@ fn pod(uid: &str, is_static: bool) -> Arc<Pod> {
 
 struct World {
     config: CoreConfig,
+    pods: crate::core::pod_manager::PodManager,
     runtime: RuntimeCache,
     timers: Timers,
     out: Vec<Command>,
@@ -44,6 +45,7 @@ impl World {
     fn new() -> World {
         World {
             config: CoreConfig::default(),
+            pods: Default::default(),
             runtime: RuntimeCache::default(),
             timers: Timers::default(),
             out: Vec::new(),
@@ -54,6 +56,7 @@ impl World {
             seq: 1,
             now: Time::from_unix_secs(100),
             config: &self.config,
+            pods: &self.pods,
             runtime: &self.runtime,
             timers: &mut self.timers,
             out: &mut self.out,

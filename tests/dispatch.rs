@@ -1,0 +1,328 @@
+//! BEHAVIOUR.md §J (housekeeping) and the kubelet's config/PLEG routing (kubelet.go
+//! `HandlePod*`, `syncLoopIteration`), driven through ledger records.
+
+mod support;
+
+use std::sync::Arc;
+
+use ledgerlet::core::command::{Command, EventType, WorkType};
+use ledgerlet::core::config::{CoreConfig, PodSource};
+use ledgerlet::core::runtime_status::{
+    ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
+};
+use ledgerlet::core::timers::TimerKey;
+use ledgerlet::core::update::UpdateType;
+use ledgerlet::ledger::event::{PlegEvent, PlegEventKind, PodConfigChange, SourceReady};
+use ledgerlet::ledger::{Event, Time};
+use support::core_harness::{pod, uid, Harness};
+
+fn added(source: PodSource, p: &Arc<k8s_openapi::api::core::v1::Pod>) -> Event {
+    Event::PodAdded(PodConfigChange {
+        source,
+        pod: p.clone(),
+    })
+}
+
+fn removed(source: PodSource, p: &Arc<k8s_openapi::api::core::v1::Pod>) -> Event {
+    Event::PodRemoved(PodConfigChange {
+        source,
+        pod: p.clone(),
+    })
+}
+
+fn sync_known_records(h: &Harness) -> usize {
+    h.engine
+        .ledger()
+        .since(0)
+        .filter(|r| matches!(&r.event, Event::SyncKnownPods(s) if s.desired.is_none()))
+        .count()
+}
+
+#[test]
+fn hk_01_housekeeping_waits_for_every_source_then_reconciles_the_workers() {
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::File, PodSource::Api],
+        ..CoreConfig::default()
+    });
+    let (_, due) = h.timer(&TimerKey::Housekeeping).expect("armed at start");
+    assert_eq!(due.since(h.now).as_millis(), 2_000, "housekeepingPeriod");
+    h.submit(added(
+        PodSource::File,
+        &pod("b", "b", "ns").static_pod().build(),
+    ));
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    assert_eq!(sync_known_records(&h), 0, "the api source has not reported");
+    assert!(h.timer(&TimerKey::Housekeeping).is_some(), "re-armed");
+    h.submit(Event::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    h.submit(added(PodSource::Api, &pod("a", "a", "ns").build()));
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    assert_eq!(
+        sync_known_records(&h),
+        1,
+        "desired = the pod manager's pods"
+    );
+    assert!(h.workers().pods_synced());
+    let desired = [uid("a"), uid("b")];
+    let report = h.workers().known_pods_report(desired.iter());
+    assert_eq!(report.len(), 2);
+    assert!(report.values().all(|s| !s.orphan), "{report:?}");
+}
+
+#[test]
+fn hk_02_static_pod_restarted_with_a_fixed_uid() {
+    let mut h = Harness::with_file_source();
+    let v1 = pod("fixed", "etcd", "kube-system")
+        .static_pod()
+        .label("v", "1")
+        .build();
+    h.submit(added(PodSource::File, &v1));
+    h.drain();
+    assert_eq!(h.sync_kinds("fixed"), [WorkType::Sync]);
+    // the manifest changes but keeps its UID: the source removes and re-adds the pod
+    let v2 = pod("fixed", "etcd", "kube-system")
+        .static_pod()
+        .label("v", "2")
+        .build();
+    h.submit(removed(PodSource::File, &v1));
+    h.submit(added(PodSource::File, &v2));
+    assert!(h.status("fixed").restart_requested);
+    h.drain();
+    assert!(h.status("fixed").finished, "the old pod terminated");
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    h.drain();
+    let calls = h.sync_calls("fixed");
+    let kinds: Vec<_> = calls.iter().map(|c| c.work).collect();
+    assert_eq!(
+        kinds,
+        [
+            WorkType::Sync,
+            WorkType::Terminating,
+            WorkType::Terminated,
+            WorkType::Sync
+        ]
+    );
+    let last = calls.last().unwrap();
+    assert_eq!(last.update_type, Some(UpdateType::Create));
+    assert_eq!(
+        last.labels["v"], "2",
+        "the new containers come from the new spec"
+    );
+}
+
+#[test]
+fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::Api],
+        max_pods: 1,
+        ..CoreConfig::default()
+    });
+    h.submit(Event::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    h.submit(added(PodSource::Api, &pod("a", "a", "ns").build()));
+    h.drain();
+    let b = pod("b", "b", "ns").phase("Failed").deleted(0).build();
+    let cmds = h.submit(added(PodSource::Api, &b));
+    let ev = cmds
+        .iter()
+        .find_map(|c| match c {
+            Command::RecordEvent(e) => Some(e),
+            _ => None,
+        })
+        .expect("a rejection event");
+    assert_eq!(
+        (ev.event_type, ev.reason.as_str()),
+        (EventType::Warning, "OutOfpods")
+    );
+    assert_eq!(
+        ev.message,
+        "Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1"
+    );
+    assert!(!h.has_status("b"), "never started");
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    let kills: Vec<_> = h
+        .derived_updates()
+        .into_iter()
+        .filter(|(t, u)| *t == UpdateType::Kill && u.as_str() == "b")
+        .collect();
+    assert_eq!(kills.len(), 1, "killed so the status can be finalised");
+    h.drain();
+    assert!(h.status("b").finished);
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    let kills = h
+        .derived_updates()
+        .into_iter()
+        .filter(|(t, u)| *t == UpdateType::Kill && u.as_str() == "b")
+        .count();
+    assert_eq!(kills, 1, "no re-entry: the pod is known to the workers now");
+}
+
+fn leftover(running: bool) -> RuntimePodStatus {
+    let t = Time::from_unix_secs(1);
+    RuntimePodStatus {
+        name: "leftover".into(),
+        namespace: "ns".into(),
+        ips: vec![],
+        sandboxes: vec![SandboxStatus {
+            id: "sb".into(),
+            state: if running {
+                SandboxState::SandboxReady
+            } else {
+                SandboxState::SandboxNotready
+            },
+            created_at: t,
+            attempt: 0,
+            ip: None,
+            host_network: false,
+        }],
+        containers: vec![ContainerStatus {
+            id: "c1".into(),
+            name: "app".into(),
+            state: if running {
+                ContainerState::Running
+            } else {
+                ContainerState::Exited
+            },
+            created_at: t,
+            started_at: Some(t),
+            finished_at: None,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            image: String::new(),
+            hash: String::new(),
+            restart_count: 0,
+        }],
+    }
+}
+
+#[test]
+fn hk_04_a_runtime_pod_not_in_config_is_killed_with_grace_one() {
+    let mut h = Harness::with_file_source();
+    h.runtime.insert(uid("ghost"), leftover(true));
+    h.respond("ghost");
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    let kill = h
+        .engine
+        .ledger()
+        .since(0)
+        .find_map(|r| match &r.event {
+            Event::UpdatePod(u) if u.running_pod.is_some() => Some(u.clone()),
+            _ => None,
+        })
+        .expect("a runtime pod kill");
+    assert_eq!(kill.update_type, UpdateType::Kill);
+    assert_eq!(kill.kill.unwrap().grace_period_override_s, Some(1));
+    let running = kill.running_pod.unwrap();
+    assert_eq!(
+        (running.name.as_str(), running.namespace.as_str()),
+        ("leftover", "ns")
+    );
+    assert_eq!(running.containers.len(), 1);
+    assert_eq!(h.sync_kinds("ghost"), [WorkType::TerminatingRuntime]);
+    // while it terminates, the next pass reports it {Terminating, Orphan} and does not kill again
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    assert_eq!(h.sync_kinds("ghost").len(), 1);
+    let s = h.status("ghost");
+    assert!(s.is_termination_requested() && s.deleted);
+    // the runtime stops it; the worker forgets it; the next pass leaves it alone
+    h.runtime.insert(uid("ghost"), leftover(false));
+    h.finish("ghost", ledgerlet::ledger::SyncOutcome::Ok);
+    assert!(!h.has_status("ghost"));
+    h.respond("ghost");
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    assert_eq!(h.sync_kinds("ghost").len(), 1, "gone by the next pass");
+}
+
+#[test]
+fn pl_12_container_died_syncs_the_pod_and_container_removed_does_not() {
+    let mut h = Harness::with_file_source();
+    let p = pod("u", "web", "ns").build();
+    h.submit(added(PodSource::Api, &p));
+    h.drain();
+    let pleg = |kind| {
+        Event::PlegEvent(PlegEvent {
+            uid: uid("u"),
+            kind,
+            container_id: Some("c1".into()),
+        })
+    };
+    h.submit(pleg(PlegEventKind::ContainerRemoved));
+    assert!(h.status("u").activity.is_idle(), "not sync-worthy");
+    h.submit(pleg(PlegEventKind::ContainerDied));
+    assert!(!h.status("u").activity.is_idle(), "HandlePodSyncs");
+    let last = h.derived_updates().pop().unwrap();
+    assert_eq!(last, (UpdateType::Sync, uid("u")));
+    // an event for a pod that is not desired is ignored
+    let n = h.derived_updates().len();
+    h.submit(Event::PlegEvent(PlegEvent {
+        uid: uid("unknown"),
+        kind: PlegEventKind::ContainerStarted,
+        container_id: None,
+    }));
+    assert_eq!(h.derived_updates().len(), n);
+}
+
+#[test]
+fn removing_a_pod_kills_it_only_once_every_source_is_ready() {
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::File, PodSource::Api],
+        ..CoreConfig::default()
+    });
+    let p = pod("u", "web", "ns").static_pod().build();
+    h.submit(added(PodSource::File, &p));
+    h.drain();
+    h.submit(removed(PodSource::File, &p));
+    assert!(
+        !h.status("u").is_termination_requested(),
+        "deletePod is skipped while the api source has not reported"
+    );
+    h.submit(Event::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    // housekeeping now treats the pod as orphaned and terminates it
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    assert!(h.status("u").is_termination_requested());
+    h.drain();
+    assert!(h.status("u").finished);
+}
+
+#[test]
+fn admission_rejects_pods_beyond_max_pods_and_counts_only_active_ones() {
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::Api],
+        max_pods: 2,
+        ..CoreConfig::default()
+    });
+    h.submit(Event::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    for u in ["a", "b"] {
+        h.submit(added(PodSource::Api, &pod(u, u, "ns").build()));
+    }
+    h.drain();
+    h.submit(added(PodSource::Api, &pod("c", "c", "ns").build()));
+    assert!(!h.has_status("c"), "rejected");
+    assert!(h.node().rejected.contains(&uid("c")));
+    // a terminated pod frees its slot
+    let a = pod("a", "a", "ns").build();
+    h.kill(&a, Default::default());
+    h.drain();
+    h.submit(added(PodSource::Api, &pod("d", "d", "ns").build()));
+    assert!(h.has_status("d"), "admitted once a is terminated");
+}

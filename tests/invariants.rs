@@ -1,0 +1,509 @@
+//! Property tests over random histories of pod-worker inputs: BEHAVIOUR.md §Invariants 2, 3,
+//! 6, 7 and 10.
+//!
+//! A history is a random sequence of UpdatePod (every update type, with and without
+//! deletion timestamps, terminal phases, grace overrides, evictions, waiters and runtime-only
+//! pods), SyncFinished (ok, terminal, error, canceled, and stale ids), runtime status
+//! observations (including errors), SyncKnownPods and timer firings (including stale ones).
+//! Each is appended as a ledger record through the real engine; the invariants are checked
+//! after every step, and determinism (10) over the whole ledger at the end.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use ledgerlet::core::command::{Command, WorkType};
+use ledgerlet::core::runtime_status::{
+    ContainerState, ContainerStatus, RunningPod, RuntimePodStatus, SandboxState, SandboxStatus,
+};
+use ledgerlet::core::update::{KillPodOptions, PodStatusOverride, UpdatePod, UpdateType};
+use ledgerlet::core::{fold, Node, Uid};
+use ledgerlet::ledger::event::{
+    RuntimeStatusObserved, SyncFinished, SyncKnownPods, SyncOutcome, TimerFired,
+};
+use ledgerlet::ledger::{codec, Event, Line, Reader, Time};
+use support::core_harness::{pod, Harness};
+
+const PODS: usize = 6;
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
+
+#[derive(Clone, Debug)]
+enum Outcome {
+    Ok,
+    Terminal,
+    Error,
+    NetworkNotReady,
+    Canceled,
+}
+
+#[derive(Clone, Debug)]
+enum Action {
+    Update {
+        pod: usize,
+        kind: UpdateType,
+        deletion_grace: Option<i64>,
+        terminal: bool,
+        kill: Option<(Option<i64>, bool, bool)>,
+        relabel: bool,
+    },
+    KillRuntimePod {
+        pod: usize,
+    },
+    Finish {
+        pod: usize,
+        outcome: Outcome,
+        stale: bool,
+    },
+    Observe {
+        pod: usize,
+        running: bool,
+        error: bool,
+    },
+    SyncKnown {
+        mask: u8,
+    },
+    Fire {
+        index: usize,
+        stale: bool,
+    },
+    Advance {
+        ms: u64,
+    },
+}
+
+fn update_type() -> impl Strategy<Value = UpdateType> {
+    prop_oneof![
+        Just(UpdateType::Create),
+        Just(UpdateType::Update),
+        Just(UpdateType::Sync),
+        Just(UpdateType::Kill),
+    ]
+}
+
+fn outcome() -> impl Strategy<Value = Outcome> {
+    prop_oneof![
+        4 => Just(Outcome::Ok),
+        1 => Just(Outcome::Terminal),
+        1 => Just(Outcome::Error),
+        1 => Just(Outcome::NetworkNotReady),
+        1 => Just(Outcome::Canceled),
+    ]
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    let p = 0..PODS;
+    prop_oneof![
+        6 => (
+            p.clone(),
+            update_type(),
+            proptest::option::weighted(0.2, 0i64..40),
+            proptest::bool::weighted(0.1),
+            proptest::option::weighted(0.3, (proptest::option::of(0i64..40), any::<bool>(), any::<bool>())),
+            proptest::bool::weighted(0.1),
+        )
+            .prop_map(|(pod, kind, deletion_grace, terminal, kill, relabel)| Action::Update {
+                pod,
+                kind,
+                deletion_grace,
+                terminal,
+                kill,
+                relabel,
+            }),
+        1 => p.clone().prop_map(|pod| Action::KillRuntimePod { pod }),
+        8 => (p.clone(), outcome(), proptest::bool::weighted(0.1))
+            .prop_map(|(pod, outcome, stale)| Action::Finish { pod, outcome, stale }),
+        6 => (p, any::<bool>(), proptest::bool::weighted(0.1))
+            .prop_map(|(pod, running, error)| Action::Observe { pod, running, error }),
+        1 => any::<u8>().prop_map(|mask| Action::SyncKnown { mask }),
+        3 => (any::<usize>(), proptest::bool::weighted(0.1))
+            .prop_map(|(index, stale)| Action::Fire { index, stale }),
+        2 => (0u64..120_000).prop_map(|ms| Action::Advance { ms }),
+    ]
+}
+
+fn uid_of(i: usize) -> String {
+    format!("p{i}")
+}
+
+/// Pods 0–2 are static pods sharing one full name; 3 and 4 are ordinary pods; 5 is an
+/// ordinary pod with the statics' full name.
+fn make_pod(
+    i: usize,
+    deletion: Option<i64>,
+    terminal: bool,
+    relabel: bool,
+) -> Arc<k8s_openapi::api::core::v1::Pod> {
+    let (name, ns) = match i {
+        0..=2 | 5 => ("web", "ns"),
+        _ => ("other", "ns"),
+    };
+    let name = if i == 3 || i == 4 {
+        format!("{name}{i}")
+    } else {
+        name.to_string()
+    };
+    let mut b = pod(&uid_of(i), &name, ns);
+    if i <= 2 {
+        b = b.static_pod();
+    }
+    if let Some(g) = deletion {
+        b = b.deleted(g);
+    }
+    if terminal {
+        b = b.phase("Succeeded");
+    }
+    if relabel {
+        b = b.label("v", "2");
+    }
+    b.build()
+}
+
+fn runtime_status(running: bool) -> RuntimePodStatus {
+    let t = Time::from_unix_secs(1);
+    let state = if running {
+        ContainerState::Running
+    } else {
+        ContainerState::Exited
+    };
+    RuntimePodStatus {
+        name: "web".into(),
+        namespace: "ns".into(),
+        ips: vec![],
+        sandboxes: vec![SandboxStatus {
+            id: "sb".into(),
+            state: if running {
+                SandboxState::SandboxReady
+            } else {
+                SandboxState::SandboxNotready
+            },
+            created_at: t,
+            attempt: 0,
+            ip: None,
+            host_network: false,
+        }],
+        containers: vec![ContainerStatus {
+            id: "c".into(),
+            name: "main".into(),
+            state,
+            created_at: t,
+            started_at: Some(t),
+            finished_at: None,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            image: String::new(),
+            hash: String::new(),
+            restart_count: 0,
+        }],
+    }
+}
+
+/// What the checker remembers between steps.
+#[derive(Default)]
+struct Checker {
+    /// Outstanding sync ids per UID (emitted, not yet finished by a matching record).
+    outstanding: BTreeMap<Uid, BTreeSet<u64>>,
+    /// Grace periods seen in terminating commands per UID life (synced_at identifies a life).
+    grace: BTreeMap<Uid, (Time, i64)>,
+}
+
+impl Checker {
+    fn step(
+        &mut self,
+        node: &Node,
+        finished_sync: Option<(Uid, u64)>,
+        cmds: &[Command],
+        finished_before: &BTreeSet<Uid>,
+    ) -> Result<(), TestCaseError> {
+        // A SyncFinished folded in this step retires its sync before any successor starts.
+        if let Some((uid, id)) = finished_sync {
+            if let Some(out) = self.outstanding.get_mut(&uid) {
+                out.remove(&id);
+            }
+        }
+        for c in cmds {
+            if let Some((uid, id)) = c.sync_id() {
+                // Invariant 3: nothing syncs for a finished UID until it is purged.
+                prop_assert!(
+                    !finished_before.contains(uid),
+                    "invariant 3: {} emitted for finished {uid}",
+                    c.name()
+                );
+                // Invariant 7: at most one sync in flight per pod.
+                let out = self.outstanding.entry(uid.clone()).or_default();
+                prop_assert!(
+                    out.is_empty(),
+                    "invariant 7: {uid} already has {out:?} in flight, got {id}"
+                );
+                out.insert(id);
+            }
+            if let Command::SyncTerminatingPod(t) = c {
+                // Invariant 2: the grace period never grows and is never below 1 s.
+                if let Some(g) = t.grace_period_s {
+                    prop_assert!(g >= 1, "invariant 2: grace {g} < 1 for {}", t.uid);
+                    let life = node
+                        .pod_workers
+                        .status(&t.uid)
+                        .map(|s| s.synced_at)
+                        .unwrap_or(Time::ZERO);
+                    if let Some((l, prev)) = self.grace.get(&t.uid) {
+                        if *l == life {
+                            prop_assert!(
+                                g <= *prev,
+                                "invariant 2: grace grew {prev} -> {g} for {}",
+                                t.uid
+                            );
+                        }
+                    }
+                    self.grace.insert(t.uid.clone(), (life, g));
+                }
+            }
+        }
+        // Drop outstanding ids the node no longer considers running (a matching
+        // SyncFinished was folded).
+        for (uid, ids) in self.outstanding.iter_mut() {
+            let running = match node.pod_workers.status(uid).map(|s| &s.activity) {
+                Some(ledgerlet::core::pod_workers::WorkerActivity::Syncing { sync_id, .. }) => {
+                    Some(*sync_id)
+                }
+                _ => None,
+            };
+            ids.retain(|id| Some(*id) == running);
+        }
+        for (uid, s) in node.pod_workers.statuses() {
+            // Invariant 2 on the state itself.
+            if s.is_termination_requested() && s.grace_period_s != 0 {
+                prop_assert!(
+                    s.grace_period_s >= 1,
+                    "invariant 2: {uid} grace {}",
+                    s.grace_period_s
+                );
+            }
+        }
+        // Invariant 6: at most one static pod per full name started and not terminated.
+        let mut started: BTreeMap<&str, Vec<&Uid>> = BTreeMap::new();
+        for (uid, s) in node.pod_workers.statuses() {
+            let is_static = s
+                .active_update
+                .as_ref()
+                .and_then(|u| u.pod.as_ref())
+                .is_some_and(|p| ledgerlet::core::pod::is_static(p));
+            if is_static && s.is_started() && !s.is_terminated() {
+                started.entry(&s.fullname).or_default().push(uid);
+            }
+        }
+        for (name, uids) in started {
+            prop_assert!(uids.len() <= 1, "invariant 6: {name} has {uids:?} started");
+        }
+        Ok(())
+    }
+}
+
+fn run(actions: &[Action]) -> Result<Harness, TestCaseError> {
+    let mut h = Harness::new();
+    let mut checker = Checker::default();
+    for a in actions {
+        let finished_before: BTreeSet<Uid> = h
+            .workers()
+            .statuses()
+            .filter(|(_, s)| s.finished)
+            .map(|(u, _)| u.clone())
+            .collect();
+        let seq_before = h.engine.ledger().last_seq();
+        let finished_sync = match &a {
+            Action::Finish {
+                pod, stale: false, ..
+            } => h
+                .syncing(&uid_of(*pod))
+                .map(|(id, _)| (Uid::new(uid_of(*pod)), id)),
+            _ => None,
+        };
+        let cmds = match a.clone() {
+            Action::Update {
+                pod,
+                kind,
+                deletion_grace,
+                terminal,
+                kill,
+                relabel,
+            } => {
+                let p = make_pod(pod, deletion_grace, terminal, relabel);
+                let mut u = UpdatePod::for_pod(kind, p);
+                u.kill = kill.map(|(grace, evict, wait)| KillPodOptions {
+                    evict,
+                    grace_period_override_s: grace,
+                    status_override: evict.then(|| {
+                        Box::new(PodStatusOverride {
+                            phase: Some("Failed".into()),
+                            reason: Some("Evicted".into()),
+                            ..PodStatusOverride::default()
+                        })
+                    }),
+                    wait_for_completion: wait,
+                });
+                h.submit(Event::UpdatePod(u))
+            }
+            Action::KillRuntimePod { pod } => {
+                h.submit(Event::UpdatePod(UpdatePod::kill_running_pod(
+                    Arc::new(RunningPod {
+                        uid: Uid::new(uid_of(pod)),
+                        name: "web".into(),
+                        namespace: "ns".into(),
+                        containers: vec![],
+                        sandboxes: vec![],
+                    }),
+                    1,
+                )))
+            }
+            Action::Finish {
+                pod,
+                outcome,
+                stale,
+            } => {
+                let uid = uid_of(pod);
+                let (sync_id, work) = match h.syncing(&uid) {
+                    Some((id, w)) if !stale => (id, w),
+                    Some((id, w)) => (id + 1000, w),
+                    None => (999_999, WorkType::Sync),
+                };
+                let outcome = match outcome {
+                    Outcome::Ok => SyncOutcome::Ok,
+                    Outcome::Terminal => SyncOutcome::Terminal,
+                    Outcome::Error => SyncOutcome::Failed {
+                        message: "boom".into(),
+                    },
+                    Outcome::NetworkNotReady => SyncOutcome::Failed {
+                        message: "network is not ready: cni".into(),
+                    },
+                    Outcome::Canceled => SyncOutcome::Canceled,
+                };
+                h.submit(Event::SyncFinished(SyncFinished {
+                    uid: Uid::new(uid),
+                    sync_id,
+                    work,
+                    outcome,
+                }))
+            }
+            Action::Observe {
+                pod,
+                running,
+                error,
+            } => {
+                let uid = Uid::new(uid_of(pod));
+                h.submit(Event::RuntimeStatusObserved(RuntimeStatusObserved {
+                    uid,
+                    status: (!error).then(|| Arc::new(runtime_status(running))),
+                    error: error.then(|| "rpc error: code = Unavailable".to_string()),
+                }))
+            }
+            Action::SyncKnown { mask } => {
+                let desired = (0..PODS)
+                    .filter(|i| mask & (1 << i) != 0)
+                    .map(|i| Uid::new(uid_of(i)))
+                    .collect();
+                h.submit(Event::SyncKnownPods(SyncKnownPods {
+                    desired: Some(desired),
+                }))
+            }
+            Action::Fire { index, stale } => {
+                let armed: Vec<_> = h.node().timers.armed().cloned().collect();
+                if armed.is_empty() {
+                    continue;
+                }
+                let t = &armed[index % armed.len()];
+                let generation = if stale {
+                    t.generation + 1000
+                } else {
+                    t.generation
+                };
+                if t.due > h.now {
+                    h.now = t.due;
+                }
+                h.submit(Event::TimerFired(TimerFired {
+                    key: t.key.clone(),
+                    generation,
+                }))
+            }
+            Action::Advance { ms } => {
+                h.advance(ms);
+                continue;
+            }
+        };
+        // A step that folds SyncKnownPods may purge a finished UID (and housekeeping may then
+        // start a new life for it): invariant 3 holds "until SyncKnownPods purges it".
+        let purged = h
+            .engine
+            .ledger()
+            .since(seq_before + 1)
+            .any(|r| matches!(r.event, Event::SyncKnownPods(_)));
+        let finished_before = if purged {
+            BTreeSet::new()
+        } else {
+            finished_before
+        };
+        checker.step(h.node(), finished_sync, &cmds, &finished_before)?;
+    }
+    Ok(h)
+}
+
+/// Invariant 10: folding the same records from the same snapshot gives the same state and
+/// the same commands. The snapshot goes through the NDJSON codec, as an export would.
+fn check_determinism(h: &Harness, split: usize) -> Result<(), TestCaseError> {
+    let records: Vec<_> = h.engine.ledger().since(0).cloned().collect();
+    let split = split % (records.len() + 1);
+    let mut a = Node::default();
+    for r in &records[..split] {
+        fold(&mut a, r);
+    }
+    let mut buf = Vec::new();
+    codec::write_snapshot(
+        &mut buf,
+        &ledgerlet::ledger::Snapshot {
+            seq: a.last_seq,
+            at: a.last_at,
+            state: a.clone(),
+        },
+    )
+    .unwrap();
+    let line: Line<Node> = Reader::new(&buf[..]).next().unwrap().unwrap();
+    let Line::Snapshot(snap) = line else {
+        panic!("not a snapshot")
+    };
+    let mut b = snap.state;
+    prop_assert_eq!(&a, &b, "the snapshot round-trips");
+    for r in &records[split..] {
+        let ca = fold(&mut a, r);
+        let cb = fold(&mut b, r);
+        prop_assert_eq!(ca, cb, "commands differ at seq {}", r.seq);
+    }
+    prop_assert_eq!(&a, &b);
+    prop_assert_eq!(&a, h.node(), "replay equals the live node");
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 2000, .. ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_2_3_6_7_hold_over_random_histories(actions in proptest::collection::vec(action(), 1..160)) {
+        run(&actions)?;
+    }
+
+    #[test]
+    fn invariant_10_same_records_from_the_same_snapshot_fold_identically(
+        actions in proptest::collection::vec(action(), 1..120),
+        split in any::<usize>(),
+    ) {
+        let h = run(&actions)?;
+        check_determinism(&h, split)?;
+    }
+}
