@@ -199,6 +199,7 @@ fn leftover(running: bool) -> RuntimePodStatus {
             reason: String::new(),
             message: String::new(),
             image: String::new(),
+            image_ref: String::new(),
             hash: String::new(),
             restart_count: 0,
         }],

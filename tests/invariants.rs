@@ -201,6 +201,7 @@ fn runtime_status(running: bool) -> RuntimePodStatus {
             reason: String::new(),
             message: String::new(),
             image: String::new(),
+            image_ref: String::new(),
             hash: String::new(),
             restart_count: 0,
         }],

@@ -45,6 +45,7 @@ fn running_pod_status() -> RuntimePodStatus {
             reason: String::new(),
             message: String::new(),
             image: String::new(),
+            image_ref: String::new(),
             hash: String::new(),
             restart_count: 0,
         }],

@@ -14,6 +14,8 @@ pub mod node;
 pub mod pod;
 pub mod pod_manager;
 pub mod pod_workers;
+pub mod probe_results;
+pub mod reason_cache;
 pub mod runtime_status;
 pub mod timers;
 pub mod uid;

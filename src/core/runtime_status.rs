@@ -85,9 +85,12 @@ pub struct ContainerStatus {
     /// Runtime message.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
-    /// Image reference.
+    /// Image reference as given in the spec.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image: String,
+    /// The image the runtime resolved (digest or ID).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image_ref: String,
     /// The spec hash the container was created from (kubelet annotation).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hash: String,

@@ -271,6 +271,7 @@ impl Sim {
             reason: String::new(),
             message: String::new(),
             image: "busybox".into(),
+            image_ref: String::new(),
             hash: String::new(),
             restart_count: 0,
         }];
@@ -431,6 +432,7 @@ impl Sim {
                         reason: String::new(),
                         message: String::new(),
                         image: "busybox".into(),
+                        image_ref: String::new(),
                         hash: String::new(),
                         restart_count: 0,
                     },
