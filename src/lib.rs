@@ -6,11 +6,13 @@
 
 pub mod cli;
 pub mod core;
+pub mod cri;
 pub mod daemon;
 pub mod engine;
 pub mod ledger;
 pub mod observe;
 pub mod replay;
+pub mod runtime;
 pub mod shell;
 pub mod sim;
 pub mod sources;

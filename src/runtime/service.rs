@@ -1,0 +1,1145 @@
+//! The CRI `RuntimeService` and `ImageService` of the embedded runtime.
+//!
+//! Owns: CRI semantics (states, idempotency, filters, events, error codes) on
+//! top of `state` (records) and `process` (process groups). Must not: block
+//! while holding the state lock on anything but spawning a process or opening
+//! its log file, or signal a process group it did not record.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::{broadcast, mpsc, watch, Mutex};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::logs;
+use super::process::{self, ProcessRegistry};
+use super::state::{now_ns, ContainerRec, IdGen, ImageRec, SandboxRec, State};
+use super::RuntimeOptions;
+use crate::cri::v1;
+use crate::cri::v1::{ContainerEventType, ContainerState, PodSandboxState};
+
+/// Cap of ExecSync stdout and of stderr, each (CRI: 16 MiB).
+pub(crate) const EXEC_OUTPUT_CAP: usize = 16 * 1024 * 1024;
+
+/// How long an exiting container's log pumps may take to drain its pipes.
+const LOG_DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long to wait for the orphans of a dead group to be reaped.
+const ORPHAN_REAP_LIMIT: Duration = Duration::from_secs(5);
+
+/// Longest grace period honoured (larger values are clamped).
+const MAX_GRACE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Default `PATH` for container processes when the runtime has none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Shared state of one runtime instance.
+pub(crate) struct Inner {
+    pub opts: RuntimeOptions,
+    pub state: Mutex<State>,
+    pub registry: Arc<ProcessRegistry>,
+    pub events: broadcast::Sender<v1::ContainerEventResponse>,
+    pub shutdown: watch::Sender<bool>,
+    pub ids: IdGen,
+}
+
+impl Inner {
+    pub(crate) fn new(opts: RuntimeOptions) -> Arc<Self> {
+        let (events, _) = broadcast::channel(opts.event_capacity.max(1));
+        let (shutdown, _) = watch::channel(false);
+        Arc::new(Self {
+            ids: IdGen::new(&opts.root_dir),
+            opts,
+            state: Mutex::new(State::default()),
+            registry: Arc::new(ProcessRegistry::default()),
+            events,
+            shutdown,
+        })
+    }
+
+    fn emit(&self, ev: v1::ContainerEventResponse) {
+        // No receivers is fine; slow receivers lag (see get_container_events).
+        let _ = self.events.send(ev);
+    }
+
+    /// Stops everything: no new processes, event streams end, every process
+    /// group gets SIGKILL, and waits (bounded) until all have been reaped.
+    pub(crate) async fn shutdown(&self) -> bool {
+        self.state.lock().await.shutting_down = true;
+        self.shutdown.send_replace(true);
+        self.registry.signal_all(libc::SIGKILL);
+        self.registry.wait_empty(self.opts.shutdown_timeout).await
+    }
+}
+
+fn not_found(kind: &str, id: &str) -> Status {
+    Status::not_found(format!("{kind} {id:?} not found"))
+}
+
+fn shutting_down() -> Status {
+    Status::unavailable("the embedded runtime is shutting down")
+}
+
+/// The environment of a container: `PATH` (the runtime's own, or a default),
+/// `HOSTNAME` (the sandbox hostname, when set), then the config's `envs`
+/// (later entries override earlier ones). Nothing else is inherited.
+fn container_env(
+    config: &v1::ContainerConfig,
+    sandbox: &v1::PodSandboxConfig,
+) -> Vec<(String, String)> {
+    let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string());
+    let mut env: Vec<(String, String)> = vec![("PATH".into(), path)];
+    if !sandbox.hostname.is_empty() {
+        env.push(("HOSTNAME".into(), sandbox.hostname.clone()));
+    }
+    for kv in &config.envs {
+        match env.iter_mut().find(|(k, _)| *k == kv.key) {
+            Some(slot) => slot.1 = kv.value.clone(),
+            None => env.push((kv.key.clone(), kv.value.clone())),
+        }
+    }
+    env
+}
+
+/// Checks that the embedded runtime can honour `config` (see module docs).
+fn validate_container_config(config: &v1::ContainerConfig) -> Result<(), Status> {
+    let name = config
+        .metadata
+        .as_ref()
+        .map(|m| m.name.as_str())
+        .unwrap_or_default();
+    if config.command.is_empty() {
+        let image = config
+            .image
+            .as_ref()
+            .map(|i| i.image.as_str())
+            .unwrap_or_default();
+        return Err(Status::invalid_argument(format!(
+            "container {name:?}: command is empty, but the embedded runtime does not resolve \
+             images, so it cannot use the entrypoint of image {image:?}; set `command` in the \
+             container spec"
+        )));
+    }
+    for m in &config.mounts {
+        if m.image.as_ref().is_some_and(|i| !i.image.is_empty()) {
+            return Err(Status::invalid_argument(format!(
+                "container {name:?}: image volume mount at {:?} is not supported by the embedded \
+                 runtime (it does not unpack images)",
+                m.container_path
+            )));
+        }
+        if m.host_path != m.container_path {
+            return Err(Status::invalid_argument(format!(
+                "container {name:?}: mount of host path {:?} at {:?} is not supported: the \
+                 embedded runtime runs containers as plain host processes without a mount \
+                 namespace, so a host path is only visible at its own path (host_path must \
+                 equal container_path)",
+                m.host_path, m.container_path
+            )));
+        }
+        if !Path::new(&m.host_path).exists() {
+            return Err(Status::invalid_argument(format!(
+                "container {name:?}: mount host path {:?} does not exist",
+                m.host_path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the container record says exited (or its reaper is gone).
+async fn wait_exited(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|exited| *exited).await;
+}
+
+/// SIGTERM the group, wait up to `grace`, then SIGKILL it and wait for the
+/// exit. A zero grace sends SIGKILL at once (containerd's behaviour for
+/// `StopContainer` with timeout 0).
+async fn stop_group(pgid: i32, mut exited: watch::Receiver<bool>, grace: Duration) {
+    if *exited.borrow() {
+        return;
+    }
+    if !grace.is_zero() {
+        let _ = process::signal_group(pgid, libc::SIGTERM);
+        if tokio::time::timeout(grace.min(MAX_GRACE), wait_exited(&mut exited))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    if !*exited.borrow() {
+        let _ = process::signal_group(pgid, libc::SIGKILL);
+    }
+    wait_exited(&mut exited).await;
+}
+
+fn spawn_capped_reader<R>(
+    reader: Option<R>,
+    cap: usize,
+) -> (Arc<std::sync::Mutex<Vec<u8>>>, Option<JoinHandle<()>>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let buf = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let task = reader.map(|mut r| {
+        let buf = buf.clone();
+        tokio::spawn(async move {
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                match r.read(&mut chunk).await {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let mut b = buf.lock().unwrap_or_else(|p| p.into_inner());
+                        let room = cap.saturating_sub(b.len());
+                        b.extend_from_slice(&chunk[..n.min(room)]);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+        })
+    });
+    (buf, task)
+}
+
+fn take_buf(buf: &Arc<std::sync::Mutex<Vec<u8>>>) -> Vec<u8> {
+    std::mem::take(&mut *buf.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Sum of allocated bytes and count of inodes under `root` (not following
+/// symlinks, not crossing into unreadable directories).
+fn disk_usage(root: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let mut bytes = 0u64;
+    let mut inodes = 0u64;
+    let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(md) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        bytes = bytes.saturating_add(md.blocks().saturating_mul(512));
+        inodes += 1;
+        if md.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(&p) {
+                stack.extend(rd.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    (bytes, inodes)
+}
+
+/// The gRPC service object (both CRI services share it).
+#[derive(Clone)]
+pub(crate) struct CriServer {
+    pub inner: Arc<Inner>,
+}
+
+impl CriServer {
+    async fn do_run_pod_sandbox(
+        &self,
+        req: v1::RunPodSandboxRequest,
+    ) -> Result<v1::RunPodSandboxResponse, Status> {
+        let config = req
+            .config
+            .ok_or_else(|| Status::invalid_argument("RunPodSandbox: config is required"))?;
+        let meta = config.metadata.clone().ok_or_else(|| {
+            Status::invalid_argument("RunPodSandbox: config.metadata is required")
+        })?;
+        let name = SandboxRec::reserved_name(&meta);
+        let mut st = self.inner.state.lock().await;
+        if st.shutting_down {
+            return Err(shutting_down());
+        }
+        if let Some(other) = st.sandboxes.values().find(|s| {
+            s.metadata()
+                .is_some_and(|m| SandboxRec::reserved_name(&m) == name)
+        }) {
+            return Err(Status::already_exists(format!(
+                "pod sandbox name {name:?} is reserved for {}",
+                other.id
+            )));
+        }
+        let id = self.inner.ids.next();
+        st.sandboxes.insert(
+            id.clone(),
+            SandboxRec {
+                id: id.clone(),
+                config,
+                runtime_handler: req.runtime_handler,
+                state: PodSandboxState::SandboxReady,
+                created_at: now_ns(),
+            },
+        );
+        self.inner
+            .emit(st.event(&id, &id, ContainerEventType::ContainerStartedEvent));
+        tracing::info!(sandbox_id = %id, name = %name, "pod sandbox ready");
+        Ok(v1::RunPodSandboxResponse { pod_sandbox_id: id })
+    }
+
+    /// Running containers of a sandbox as (pgid, exit watch).
+    fn running_in(st: &State, sandbox_id: &str) -> Vec<(i32, watch::Receiver<bool>)> {
+        st.containers
+            .values()
+            .filter(|c| c.sandbox_id == sandbox_id && c.state == ContainerState::ContainerRunning)
+            .filter_map(|c| Some((c.pgid?, c.exited.clone()?)))
+            .collect()
+    }
+
+    async fn stop_all(procs: Vec<(i32, watch::Receiver<bool>)>, grace: Duration) {
+        let mut set = tokio::task::JoinSet::new();
+        for (pgid, rx) in procs {
+            set.spawn(stop_group(pgid, rx, grace));
+        }
+        while set.join_next().await.is_some() {}
+    }
+
+    async fn do_stop_pod_sandbox(&self, id: &str) -> Result<(), Status> {
+        let running = {
+            let st = self.inner.state.lock().await;
+            if !st.sandboxes.contains_key(id) {
+                return Ok(());
+            }
+            Self::running_in(&st, id)
+        };
+        Self::stop_all(running, self.inner.opts.sandbox_stop_grace).await;
+        let mut st = self.inner.state.lock().await;
+        if let Some(s) = st.sandboxes.get_mut(id) {
+            if s.state == PodSandboxState::SandboxReady {
+                s.state = PodSandboxState::SandboxNotready;
+                self.inner
+                    .emit(st.event(id, id, ContainerEventType::ContainerStoppedEvent));
+            }
+        }
+        Ok(())
+    }
+
+    async fn do_remove_pod_sandbox(&self, id: &str) -> Result<(), Status> {
+        let running = {
+            let st = self.inner.state.lock().await;
+            if !st.sandboxes.contains_key(id) {
+                return Ok(());
+            }
+            Self::running_in(&st, id)
+        };
+        Self::stop_all(running, Duration::ZERO).await;
+        let mut st = self.inner.state.lock().await;
+        let ids: Vec<String> = st
+            .containers
+            .values()
+            .filter(|c| c.sandbox_id == id)
+            .map(|c| c.id.clone())
+            .collect();
+        for cid in ids {
+            if let Some(c) = st.containers.remove(&cid) {
+                // Started after we looked: kill it; its reaper finishes the job.
+                if let Some(pgid) = c.pgid {
+                    let _ = process::signal_group(pgid, libc::SIGKILL);
+                }
+                self.inner
+                    .emit(st.event(&cid, id, ContainerEventType::ContainerDeletedEvent));
+            }
+        }
+        if let Some(mut s) = st.sandboxes.remove(id) {
+            s.state = PodSandboxState::SandboxNotready;
+            self.inner.emit(v1::ContainerEventResponse {
+                container_id: id.to_string(),
+                container_event_type: ContainerEventType::ContainerDeletedEvent as i32,
+                created_at: now_ns(),
+                pod_sandbox_status: Some(s.status()),
+                containers_statuses: vec![],
+            });
+        }
+        Ok(())
+    }
+
+    async fn do_create_container(
+        &self,
+        req: v1::CreateContainerRequest,
+    ) -> Result<v1::CreateContainerResponse, Status> {
+        let config = req
+            .config
+            .ok_or_else(|| Status::invalid_argument("CreateContainer: config is required"))?;
+        let meta = config.metadata.clone().ok_or_else(|| {
+            Status::invalid_argument("CreateContainer: config.metadata is required")
+        })?;
+        validate_container_config(&config)?;
+        let mut st = self.inner.state.lock().await;
+        if st.shutting_down {
+            return Err(shutting_down());
+        }
+        let sandbox = st
+            .sandboxes
+            .get(&req.pod_sandbox_id)
+            .ok_or_else(|| not_found("pod sandbox", &req.pod_sandbox_id))?;
+        if sandbox.state != PodSandboxState::SandboxReady {
+            return Err(Status::failed_precondition(format!(
+                "pod sandbox {:?} is not ready",
+                req.pod_sandbox_id
+            )));
+        }
+        if let Some(other) = st.containers.values().find(|c| {
+            c.sandbox_id == req.pod_sandbox_id
+                && c.config
+                    .metadata
+                    .as_ref()
+                    .is_some_and(|m| m.name == meta.name && m.attempt == meta.attempt)
+        }) {
+            return Err(Status::already_exists(format!(
+                "container name {:?} attempt {} is reserved for {}",
+                meta.name, meta.attempt, other.id
+            )));
+        }
+        let log_dir = sandbox.config.log_directory.trim_end_matches('/');
+        let log_path = if log_dir.is_empty() || config.log_path.is_empty() {
+            String::new()
+        } else {
+            format!("{log_dir}/{}", config.log_path.trim_start_matches('/'))
+        };
+        let env = container_env(&config, &sandbox.config);
+        let working_dir = if config.working_dir.is_empty() {
+            "/".to_string()
+        } else {
+            config.working_dir.clone()
+        };
+        let id = self.inner.ids.next();
+        let sandbox_id = req.pod_sandbox_id.clone();
+        st.containers.insert(
+            id.clone(),
+            ContainerRec {
+                id: id.clone(),
+                sandbox_id: sandbox_id.clone(),
+                config,
+                log_path,
+                env,
+                working_dir,
+                state: ContainerState::ContainerCreated,
+                created_at: now_ns(),
+                started_at: 0,
+                finished_at: 0,
+                exit_code: 0,
+                reason: String::new(),
+                message: String::new(),
+                pgid: None,
+                exited: None,
+                exec_groups: Default::default(),
+            },
+        );
+        self.inner
+            .emit(st.event(&id, &sandbox_id, ContainerEventType::ContainerCreatedEvent));
+        Ok(v1::CreateContainerResponse { container_id: id })
+    }
+
+    /// Records a failed start: the container goes to EXITED with exit code 128
+    /// and reason `StartError` (containerd's convention).
+    fn fail_start(&self, st: &mut State, id: &str, message: String) -> Status {
+        if let Some(c) = st.containers.get_mut(id) {
+            c.state = ContainerState::ContainerExited;
+            c.finished_at = now_ns();
+            c.exit_code = 128;
+            c.reason = "StartError".into();
+            c.message = message.clone();
+            let sid = c.sandbox_id.clone();
+            self.inner
+                .emit(st.event(id, &sid, ContainerEventType::ContainerStoppedEvent));
+        }
+        Status::unknown(message)
+    }
+
+    async fn do_start_container(&self, id: &str) -> Result<(), Status> {
+        let mut st = self.inner.state.lock().await;
+        if st.shutting_down {
+            return Err(shutting_down());
+        }
+        let c = st
+            .containers
+            .get(id)
+            .ok_or_else(|| not_found("container", id))?;
+        if c.state != ContainerState::ContainerCreated {
+            return Err(Status::failed_precondition(format!(
+                "container {id:?} ({}) is in {} state",
+                c.name(),
+                c.state.as_str_name()
+            )));
+        }
+        let ready = st
+            .sandboxes
+            .get(&c.sandbox_id)
+            .is_some_and(|s| s.state == PodSandboxState::SandboxReady);
+        if !ready {
+            return Err(Status::failed_precondition(format!(
+                "pod sandbox {:?} of container {id:?} is not ready",
+                c.sandbox_id
+            )));
+        }
+        let name = c.name().to_string();
+        let argv: Vec<String> = c
+            .config
+            .command
+            .iter()
+            .chain(c.config.args.iter())
+            .cloned()
+            .collect();
+        let env = c.env.clone();
+        let working_dir = c.working_dir.clone();
+        let log_path = c.log_path.clone();
+
+        if !Path::new(&working_dir).is_dir() {
+            let msg = format!(
+                "failed to start container {name:?}: working directory {working_dir:?} does not exist on the host"
+            );
+            return Err(self.fail_start(&mut st, id, msg));
+        }
+        let log = if log_path.is_empty() {
+            None
+        } else {
+            match logs::open_log(Path::new(&log_path)).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    let msg = format!(
+                        "failed to start container {name:?}: cannot open log file {log_path:?}: {e}"
+                    );
+                    return Err(self.fail_start(&mut st, id, msg));
+                }
+            }
+        };
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .env_clear()
+            .envs(env)
+            .current_dir(&working_dir)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        let mut child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                let msg = format!(
+                    "failed to start container {name:?}: cannot run {:?}: {e}",
+                    argv[0]
+                );
+                return Err(self.fail_start(&mut st, id, msg));
+            }
+        };
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        self.inner.registry.add(pgid);
+        let mut pumps = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            pumps.push(tokio::spawn(logs::pump(
+                out,
+                "stdout",
+                log.clone(),
+                id.to_string(),
+            )));
+        }
+        if let Some(err) = child.stderr.take() {
+            pumps.push(tokio::spawn(logs::pump(err, "stderr", log, id.to_string())));
+        }
+        let (exit_tx, exit_rx) = watch::channel(false);
+        let sandbox_id = {
+            let c = st
+                .containers
+                .get_mut(id)
+                .expect("checked above under the same lock");
+            c.state = ContainerState::ContainerRunning;
+            c.started_at = now_ns();
+            c.pgid = Some(pgid);
+            c.exited = Some(exit_rx);
+            c.sandbox_id.clone()
+        };
+        self.inner
+            .emit(st.event(id, &sandbox_id, ContainerEventType::ContainerStartedEvent));
+        tracing::info!(container_id = %id, name = %name, pid = pgid, "container started");
+        tokio::spawn(reap_container(
+            self.inner.clone(),
+            id.to_string(),
+            child,
+            pgid,
+            pumps,
+            exit_tx,
+        ));
+        Ok(())
+    }
+
+    async fn do_stop_container(&self, id: &str, timeout: i64) -> Result<(), Status> {
+        let target = {
+            let st = self.inner.state.lock().await;
+            let c = st
+                .containers
+                .get(id)
+                .ok_or_else(|| not_found("container", id))?;
+            match (c.state, c.pgid, &c.exited) {
+                (ContainerState::ContainerRunning, Some(pgid), Some(rx)) => {
+                    Some((pgid, rx.clone()))
+                }
+                _ => None,
+            }
+        };
+        if let Some((pgid, rx)) = target {
+            let grace = Duration::from_secs(timeout.max(0) as u64).min(MAX_GRACE);
+            stop_group(pgid, rx, grace).await;
+        }
+        Ok(())
+    }
+
+    async fn do_remove_container(&self, id: &str) -> Result<(), Status> {
+        let target = {
+            let st = self.inner.state.lock().await;
+            let Some(c) = st.containers.get(id) else {
+                return Ok(());
+            };
+            match (c.state, c.pgid, &c.exited) {
+                (ContainerState::ContainerRunning, Some(pgid), Some(rx)) => {
+                    Some((pgid, rx.clone()))
+                }
+                _ => None,
+            }
+        };
+        if let Some((pgid, rx)) = target {
+            stop_group(pgid, rx, Duration::ZERO).await;
+        }
+        let mut st = self.inner.state.lock().await;
+        if let Some(c) = st.containers.remove(id) {
+            if let Some(pgid) = c.pgid {
+                let _ = process::signal_group(pgid, libc::SIGKILL);
+            }
+            self.inner
+                .emit(st.event(id, &c.sandbox_id, ContainerEventType::ContainerDeletedEvent));
+        }
+        Ok(())
+    }
+
+    async fn do_exec_sync(&self, req: v1::ExecSyncRequest) -> Result<v1::ExecSyncResponse, Status> {
+        if req.cmd.is_empty() {
+            return Err(Status::invalid_argument("ExecSync: cmd must not be empty"));
+        }
+        let (mut child, pgid) = {
+            let mut st = self.inner.state.lock().await;
+            if st.shutting_down {
+                return Err(shutting_down());
+            }
+            let c = st
+                .containers
+                .get_mut(&req.container_id)
+                .ok_or_else(|| not_found("container", &req.container_id))?;
+            if c.state != ContainerState::ContainerRunning {
+                return Err(Status::failed_precondition(format!(
+                    "container {:?} is not running (state {})",
+                    req.container_id,
+                    c.state.as_str_name()
+                )));
+            }
+            let mut cmd = tokio::process::Command::new(&req.cmd[0]);
+            cmd.args(&req.cmd[1..])
+                .env_clear()
+                .envs(c.env.iter().cloned())
+                .current_dir(&c.working_dir)
+                .process_group(0)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(false);
+            let child = cmd.spawn().map_err(|e| {
+                Status::unknown(format!(
+                    "ExecSync in container {:?}: cannot run {:?}: {e}",
+                    req.container_id, req.cmd[0]
+                ))
+            })?;
+            let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+            self.inner.registry.add(pgid);
+            c.exec_groups.insert(pgid);
+            (child, pgid)
+        };
+
+        // Run to completion in its own task, so that cleanup happens even if
+        // the client goes away and this RPC future is dropped.
+        let inner = self.inner.clone();
+        let container_id = req.container_id.clone();
+        let timeout = req.timeout;
+        let task = tokio::spawn(async move {
+            let (out_buf, out_task) = spawn_capped_reader(child.stdout.take(), EXEC_OUTPUT_CAP);
+            let (err_buf, err_task) = spawn_capped_reader(child.stderr.take(), EXEC_OUTPUT_CAP);
+            let waited = if timeout > 0 {
+                let limit = Duration::from_secs(timeout as u64).min(MAX_GRACE);
+                tokio::time::timeout(limit, child.wait()).await.ok()
+            } else {
+                Some(child.wait().await)
+            };
+            let timed_out = waited.is_none();
+            // Whatever the command left behind in its group goes with it.
+            let _ = process::signal_group(pgid, libc::SIGKILL);
+            let status = match waited {
+                Some(s) => s,
+                None => child.wait().await,
+            };
+            for t in [out_task, err_task].into_iter().flatten() {
+                let _ = tokio::time::timeout(LOG_DRAIN_LIMIT, t).await;
+            }
+            if let Some(c) = inner.state.lock().await.containers.get_mut(&container_id) {
+                c.exec_groups.remove(&pgid);
+            }
+            if inner.opts.reap_orphans {
+                process::reap_group_members(pgid, ORPHAN_REAP_LIMIT).await;
+            }
+            inner.registry.remove(pgid);
+            (timed_out, status, take_buf(&out_buf), take_buf(&err_buf))
+        });
+        let (timed_out, status, stdout, stderr) = task
+            .await
+            .map_err(|e| Status::internal(format!("ExecSync task failed: {e}")))?;
+        if timed_out {
+            return Err(Status::deadline_exceeded(format!(
+                "command {:?} timed out after {}s",
+                req.cmd.join(" "),
+                req.timeout
+            )));
+        }
+        let status = status.map_err(|e| Status::unknown(format!("ExecSync wait failed: {e}")))?;
+        Ok(v1::ExecSyncResponse {
+            stdout,
+            stderr,
+            exit_code: process::exit_code(status),
+        })
+    }
+
+    fn subscribe_events(&self) -> ReceiverStream<Result<v1::ContainerEventResponse, Status>> {
+        let mut events = self.inner.events.subscribe();
+        let mut shutdown = self.inner.shutdown.subscribe();
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    _ = shutdown.wait_for(|s| *s) => break,
+                    _ = tx.closed() => break,
+                    next = events.recv() => next,
+                };
+                match next {
+                    Ok(ev) => {
+                        tokio::select! {
+                            _ = shutdown.wait_for(|s| *s) => break,
+                            sent = tx.send(Ok(ev)) => if sent.is_err() { break },
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        let _ = tx.try_send(Err(Status::resource_exhausted(format!(
+                            "container event watcher fell {n} events behind and was dropped; \
+                             relist and watch again"
+                        ))));
+                        break;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        });
+        ReceiverStream::new(rx)
+    }
+}
+
+/// Waits for a container's main process, then ends the container: kills the
+/// rest of its process group (as the end of PID 1 ends a pid namespace),
+/// drains its logs, records the exit and emits CONTAINER_STOPPED.
+async fn reap_container(
+    inner: Arc<Inner>,
+    id: String,
+    mut child: tokio::process::Child,
+    pgid: i32,
+    pumps: Vec<JoinHandle<()>>,
+    exited: watch::Sender<bool>,
+) {
+    let code = match child.wait().await {
+        Ok(status) => process::exit_code(status),
+        Err(e) => {
+            tracing::warn!(container_id = %id, error = %e, "waiting for container process failed");
+            255
+        }
+    };
+    let _ = process::signal_group(pgid, libc::SIGKILL);
+    for mut p in pumps {
+        if tokio::time::timeout(LOG_DRAIN_LIMIT, &mut p).await.is_err() {
+            tracing::warn!(container_id = %id, "container output still open after exit; log may be incomplete");
+        }
+    }
+    {
+        let mut st = inner.state.lock().await;
+        let mut sandbox_id = None;
+        if let Some(c) = st.containers.get_mut(&id) {
+            c.state = ContainerState::ContainerExited;
+            c.finished_at = now_ns();
+            c.exit_code = code;
+            c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+            c.pgid = None;
+            for g in &c.exec_groups {
+                let _ = process::signal_group(*g, libc::SIGKILL);
+            }
+            sandbox_id = Some(c.sandbox_id.clone());
+        }
+        if let Some(sid) = sandbox_id {
+            inner.emit(st.event(&id, &sid, ContainerEventType::ContainerStoppedEvent));
+        }
+    }
+    tracing::info!(container_id = %id, exit_code = code, "container exited");
+    let _ = exited.send(true);
+    if inner.opts.reap_orphans && !process::reap_group_members(pgid, ORPHAN_REAP_LIMIT).await {
+        tracing::warn!(container_id = %id, pgid, "processes of the container's group outlived it");
+    }
+    inner.registry.remove(pgid);
+}
+
+type EventStream =
+    Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::ContainerEventResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl v1::runtime_service_server::RuntimeService for CriServer {
+    async fn version(
+        &self,
+        _request: Request<v1::VersionRequest>,
+    ) -> Result<Response<v1::VersionResponse>, Status> {
+        Ok(Response::new(v1::VersionResponse {
+            version: "0.1.0".into(),
+            runtime_name: super::RUNTIME_NAME.into(),
+            runtime_version: env!("CARGO_PKG_VERSION").into(),
+            runtime_api_version: "v1".into(),
+        }))
+    }
+
+    async fn run_pod_sandbox(
+        &self,
+        request: Request<v1::RunPodSandboxRequest>,
+    ) -> Result<Response<v1::RunPodSandboxResponse>, Status> {
+        self.do_run_pod_sandbox(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn stop_pod_sandbox(
+        &self,
+        request: Request<v1::StopPodSandboxRequest>,
+    ) -> Result<Response<v1::StopPodSandboxResponse>, Status> {
+        self.do_stop_pod_sandbox(&request.into_inner().pod_sandbox_id)
+            .await
+            .map(|()| Response::new(v1::StopPodSandboxResponse {}))
+    }
+
+    async fn remove_pod_sandbox(
+        &self,
+        request: Request<v1::RemovePodSandboxRequest>,
+    ) -> Result<Response<v1::RemovePodSandboxResponse>, Status> {
+        self.do_remove_pod_sandbox(&request.into_inner().pod_sandbox_id)
+            .await
+            .map(|()| Response::new(v1::RemovePodSandboxResponse {}))
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        request: Request<v1::PodSandboxStatusRequest>,
+    ) -> Result<Response<v1::PodSandboxStatusResponse>, Status> {
+        let id = request.into_inner().pod_sandbox_id;
+        let st = self.inner.state.lock().await;
+        let s = st
+            .sandboxes
+            .get(&id)
+            .ok_or_else(|| not_found("pod sandbox", &id))?;
+        Ok(Response::new(v1::PodSandboxStatusResponse {
+            status: Some(s.status()),
+            info: HashMap::new(),
+            containers_statuses: st.container_statuses_of(&id),
+            timestamp: now_ns(),
+        }))
+    }
+
+    async fn list_pod_sandbox(
+        &self,
+        request: Request<v1::ListPodSandboxRequest>,
+    ) -> Result<Response<v1::ListPodSandboxResponse>, Status> {
+        let filter = request.into_inner().filter.unwrap_or_default();
+        let st = self.inner.state.lock().await;
+        let mut items: Vec<&SandboxRec> = st
+            .sandboxes
+            .values()
+            .filter(|s| s.matches(&filter))
+            .collect();
+        items.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(Response::new(v1::ListPodSandboxResponse {
+            items: items.into_iter().map(SandboxRec::summary).collect(),
+        }))
+    }
+
+    async fn create_container(
+        &self,
+        request: Request<v1::CreateContainerRequest>,
+    ) -> Result<Response<v1::CreateContainerResponse>, Status> {
+        self.do_create_container(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn start_container(
+        &self,
+        request: Request<v1::StartContainerRequest>,
+    ) -> Result<Response<v1::StartContainerResponse>, Status> {
+        self.do_start_container(&request.into_inner().container_id)
+            .await
+            .map(|()| Response::new(v1::StartContainerResponse {}))
+    }
+
+    async fn stop_container(
+        &self,
+        request: Request<v1::StopContainerRequest>,
+    ) -> Result<Response<v1::StopContainerResponse>, Status> {
+        let req = request.into_inner();
+        self.do_stop_container(&req.container_id, req.timeout)
+            .await
+            .map(|()| Response::new(v1::StopContainerResponse {}))
+    }
+
+    async fn remove_container(
+        &self,
+        request: Request<v1::RemoveContainerRequest>,
+    ) -> Result<Response<v1::RemoveContainerResponse>, Status> {
+        self.do_remove_container(&request.into_inner().container_id)
+            .await
+            .map(|()| Response::new(v1::RemoveContainerResponse {}))
+    }
+
+    async fn list_containers(
+        &self,
+        request: Request<v1::ListContainersRequest>,
+    ) -> Result<Response<v1::ListContainersResponse>, Status> {
+        let filter = request.into_inner().filter.unwrap_or_default();
+        let st = self.inner.state.lock().await;
+        let mut items: Vec<&ContainerRec> = st
+            .containers
+            .values()
+            .filter(|c| c.matches(&filter))
+            .collect();
+        items.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(Response::new(v1::ListContainersResponse {
+            containers: items.into_iter().map(ContainerRec::summary).collect(),
+        }))
+    }
+
+    async fn container_status(
+        &self,
+        request: Request<v1::ContainerStatusRequest>,
+    ) -> Result<Response<v1::ContainerStatusResponse>, Status> {
+        let req = request.into_inner();
+        let st = self.inner.state.lock().await;
+        let c = st
+            .containers
+            .get(&req.container_id)
+            .ok_or_else(|| not_found("container", &req.container_id))?;
+        let mut info = HashMap::new();
+        if req.verbose {
+            let pid = c.pgid.unwrap_or(0);
+            info.insert(
+                "info".to_string(),
+                format!("{{\"pid\":{pid},\"sandboxID\":\"{}\"}}", c.sandbox_id),
+            );
+        }
+        Ok(Response::new(v1::ContainerStatusResponse {
+            status: Some(c.status()),
+            info,
+        }))
+    }
+
+    async fn exec_sync(
+        &self,
+        request: Request<v1::ExecSyncRequest>,
+    ) -> Result<Response<v1::ExecSyncResponse>, Status> {
+        self.do_exec_sync(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn status(
+        &self,
+        _request: Request<v1::StatusRequest>,
+    ) -> Result<Response<v1::StatusResponse>, Status> {
+        let cond = |t: &str| v1::RuntimeCondition {
+            r#type: t.to_string(),
+            status: true,
+            reason: String::new(),
+            message: String::new(),
+        };
+        Ok(Response::new(v1::StatusResponse {
+            status: Some(v1::RuntimeStatus {
+                conditions: vec![cond("RuntimeReady"), cond("NetworkReady")],
+            }),
+            info: HashMap::new(),
+            runtime_handlers: vec![v1::RuntimeHandler {
+                name: String::new(),
+                features: Some(v1::RuntimeHandlerFeatures::default()),
+            }],
+            features: Some(v1::RuntimeFeatures::default()),
+        }))
+    }
+
+    type GetContainerEventsStream = EventStream;
+
+    async fn get_container_events(
+        &self,
+        _request: Request<v1::GetEventsRequest>,
+    ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
+        Ok(Response::new(Box::pin(self.subscribe_events())))
+    }
+}
+
+#[tonic::async_trait]
+impl v1::image_service_server::ImageService for CriServer {
+    async fn list_images(
+        &self,
+        request: Request<v1::ListImagesRequest>,
+    ) -> Result<Response<v1::ListImagesResponse>, Status> {
+        let wanted = request
+            .into_inner()
+            .filter
+            .and_then(|f| f.image)
+            .map(|i| i.image)
+            .unwrap_or_default();
+        let st = self.inner.state.lock().await;
+        let images = st
+            .images
+            .values()
+            .filter(|i| wanted.is_empty() || i.reference == wanted)
+            .map(ImageRec::to_image)
+            .collect();
+        Ok(Response::new(v1::ListImagesResponse { images }))
+    }
+
+    async fn image_status(
+        &self,
+        request: Request<v1::ImageStatusRequest>,
+    ) -> Result<Response<v1::ImageStatusResponse>, Status> {
+        let reference = request
+            .into_inner()
+            .image
+            .map(|i| i.image)
+            .unwrap_or_default();
+        let st = self.inner.state.lock().await;
+        Ok(Response::new(v1::ImageStatusResponse {
+            image: st.images.get(&reference).map(ImageRec::to_image),
+            info: HashMap::new(),
+        }))
+    }
+
+    async fn pull_image(
+        &self,
+        request: Request<v1::PullImageRequest>,
+    ) -> Result<Response<v1::PullImageResponse>, Status> {
+        let spec = request.into_inner().image.unwrap_or_default();
+        if spec.image.is_empty() {
+            return Err(Status::invalid_argument(
+                "PullImage: image.image is required",
+            ));
+        }
+        let reference = spec.image.clone();
+        let mut st = self.inner.state.lock().await;
+        st.images.insert(
+            reference.clone(),
+            ImageRec {
+                reference: reference.clone(),
+                spec,
+            },
+        );
+        Ok(Response::new(v1::PullImageResponse {
+            image_ref: reference,
+        }))
+    }
+
+    async fn remove_image(
+        &self,
+        request: Request<v1::RemoveImageRequest>,
+    ) -> Result<Response<v1::RemoveImageResponse>, Status> {
+        let reference = request
+            .into_inner()
+            .image
+            .map(|i| i.image)
+            .unwrap_or_default();
+        self.inner.state.lock().await.images.remove(&reference);
+        Ok(Response::new(v1::RemoveImageResponse {}))
+    }
+
+    async fn image_fs_info(
+        &self,
+        _request: Request<v1::ImageFsInfoRequest>,
+    ) -> Result<Response<v1::ImageFsInfoResponse>, Status> {
+        let root = self.inner.opts.root_dir.clone();
+        let (root, (bytes, inodes)) = tokio::task::spawn_blocking(move || {
+            let usage = disk_usage(&root);
+            (root, usage)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("ImageFsInfo failed: {e}")))?;
+        Ok(Response::new(v1::ImageFsInfoResponse {
+            image_filesystems: vec![v1::FilesystemUsage {
+                timestamp: now_ns(),
+                fs_id: Some(v1::FilesystemIdentifier {
+                    mountpoint: root.display().to_string(),
+                }),
+                used_bytes: Some(v1::UInt64Value { value: bytes }),
+                inodes_used: Some(v1::UInt64Value { value: inodes }),
+            }],
+            container_filesystems: vec![],
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(command: &[&str], mounts: Vec<v1::Mount>) -> v1::ContainerConfig {
+        v1::ContainerConfig {
+            metadata: Some(v1::ContainerMetadata {
+                name: "app".into(),
+                attempt: 0,
+            }),
+            command: command.iter().map(|s| s.to_string()).collect(),
+            mounts,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn env_starts_from_path_and_hostname_and_config_overrides() {
+        let mut c = config(&["true"], vec![]);
+        c.envs = vec![
+            v1::KeyValue {
+                key: "A".into(),
+                value: "1".into(),
+            },
+            v1::KeyValue {
+                key: "HOSTNAME".into(),
+                value: "mine".into(),
+            },
+        ];
+        let sb = v1::PodSandboxConfig {
+            hostname: "pod".into(),
+            ..Default::default()
+        };
+        let env = container_env(&c, &sb);
+        assert_eq!(env[0].0, "PATH");
+        assert!(env.contains(&("HOSTNAME".into(), "mine".into())));
+        assert!(env.contains(&("A".into(), "1".into())));
+        assert_eq!(env.len(), 3);
+    }
+
+    #[test]
+    fn identity_mounts_of_existing_paths_are_accepted() {
+        let m = v1::Mount {
+            host_path: "/tmp".into(),
+            container_path: "/tmp".into(),
+            ..Default::default()
+        };
+        assert!(validate_container_config(&config(&["true"], vec![m])).is_ok());
+    }
+}
