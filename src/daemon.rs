@@ -2,4 +2,312 @@
 //!
 //! Owns start-up and shutdown order. Must not decide anything: one task owns the `Engine`
 //! (ledger + node) and runs append → fold → dispatch; sources and shell executors talk to it
-//! through bounded channels. The runtime-facing parts arrive with the CRI work (issue 3).
+//! through a bounded channel (`shell::Report`).
+//!
+//! Start-up: metrics, the container runtime (the embedded one unless
+//! `--container-runtime-endpoint` is given), the CRI client, then the engine with a
+//! `ConfigApplied` record, then the timers, the PLEG, the static pod source and the HTTP
+//! server. Shutdown on SIGTERM/SIGINT: with `stop_pods_on_exit` (the default for the
+//! embedded runtime, whose processes cannot outlive the agent) a `NodeShutdown` record kills
+//! every pod within its grace period first; then the sources stop, the HTTP server stops, and
+//! the embedded runtime kills anything left.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::sync::{mpsc, watch};
+
+use crate::core::command::Command;
+use crate::core::config::{CoreConfig, PodSource};
+use crate::cri::{CriClient, CriClientOptions};
+use crate::engine::{Emitted, Engine};
+use crate::ledger::event::{ConfigApplied, NodeShutdown};
+use crate::ledger::{Event, LedgerConfig, Time};
+use crate::observe::http::{self, HttpState};
+use crate::runtime::{EmbeddedRuntime, RuntimeOptions};
+use crate::shell::cri_config::NodeContext;
+use crate::shell::events::EventLog;
+use crate::shell::executor::Executor;
+use crate::shell::{timers, Input, Report};
+use crate::sources::pleg::{self, PlegHealth, PlegOptions};
+
+/// Everything `ledgerlet run` needs.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The node's name.
+    pub node_name: String,
+    /// The node's IP (host-network pods and `status.hostIP`).
+    pub node_ip: String,
+    /// Agent state: the embedded runtime's socket and state live here.
+    pub root_dir: PathBuf,
+    /// Root of the pod log layout (`<dir>/<ns>_<name>_<uid>/<container>/<n>.log`).
+    pub pod_logs_dir: PathBuf,
+    /// Static pod manifests (file or directory).
+    pub pod_manifest_path: Option<PathBuf>,
+    /// How often the manifest directory is rescanned.
+    pub manifest_check_period_ms: u64,
+    /// A CRI endpoint; `None` starts the embedded runtime.
+    pub container_runtime_endpoint: Option<String>,
+    /// Per-call CRI timeout (kubelet `--runtime-request-timeout`, 2 min).
+    pub runtime_request_timeout_ms: u64,
+    /// HTTP address and port.
+    pub address: IpAddr,
+    /// HTTP port (`--read-only-port`, 10255; 0 picks a free port).
+    pub read_only_port: u16,
+    /// Core knobs (timings, limits); `node_name` and `sources` are filled in here.
+    pub core: CoreConfig,
+    /// Ledger retention.
+    pub ledger: LedgerConfig,
+    /// PLEG settings.
+    pub pleg: PlegOptions,
+    /// Inputs buffered between sources and the engine.
+    pub inbox_capacity: usize,
+    /// Stop every pod when the agent is asked to exit.
+    pub stop_pods_on_exit: bool,
+    /// Kept Kubernetes Events for `/debug/events`.
+    pub event_log_capacity: usize,
+}
+
+struct Daemon {
+    engine: Arc<Mutex<Engine>>,
+    executor: Executor,
+    timers: mpsc::UnboundedSender<timers::Arm>,
+    events: Arc<EventLog>,
+}
+
+impl Daemon {
+    fn submit(&self, input: Input) -> Vec<Emitted> {
+        let mut engine = self.engine.lock().expect("engine");
+        engine.submit(Time::from_system(), input.cause, input.trace, input.event)
+    }
+
+    /// Hands each command to the part of the shell that carries it out.
+    fn dispatch(&self, emitted: Vec<Emitted>) {
+        for e in emitted {
+            let cause = e.cause.seq;
+            let exec = self.executor.clone();
+            match e.command {
+                Command::Append(_) => unreachable!("the engine folds derived events"),
+                Command::SyncPod(c) => {
+                    tokio::spawn(async move { exec.sync_pod(c, cause).await });
+                }
+                Command::SyncTerminatingPod(c) => {
+                    tokio::spawn(async move { exec.sync_terminating_pod(c, cause).await });
+                }
+                Command::SyncTerminatingRuntimePod(c) => {
+                    tokio::spawn(async move { exec.sync_terminating_runtime_pod(c, cause).await });
+                }
+                Command::SyncTerminatedPod(c) => {
+                    tokio::spawn(async move { exec.sync_terminated_pod(c, cause).await });
+                }
+                Command::CancelSync { uid, sync_id } => self.executor.cancel(&uid, sync_id),
+                Command::InspectPod { uid } => {
+                    tokio::spawn(async move { exec.inspect(uid, cause).await });
+                }
+                Command::SetTimer(t) => {
+                    let _ = self.timers.send((t, cause));
+                }
+                Command::RecordEvent(ev) => self.events.record(ev),
+            }
+        }
+    }
+}
+
+/// The default root directory: `/var/lib/ledgerlet` for root, else under `$HOME`.
+pub fn default_root_dir() -> PathBuf {
+    if unsafe { libc::geteuid() } == 0 {
+        PathBuf::from("/var/lib/ledgerlet")
+    } else {
+        let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+        PathBuf::from(home).join(".local/state/ledgerlet")
+    }
+}
+
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}
+
+/// Runs the agent until SIGTERM or SIGINT.
+pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&opts.root_dir)
+        .with_context(|| format!("cannot create --root-dir {}", opts.root_dir.display()))?;
+    std::fs::create_dir_all(&opts.pod_logs_dir).with_context(|| {
+        format!(
+            "cannot create the pod log directory {}",
+            opts.pod_logs_dir.display()
+        )
+    })?;
+    opts.ledger
+        .validate()
+        .context("invalid ledger configuration")?;
+    let prometheus = crate::observe::metrics::install();
+    metrics::gauge!("kubelet_node_name", "node" => opts.node_name.clone()).set(1.0);
+
+    // the container runtime
+    let mut embedded = None;
+    let endpoint = match &opts.container_runtime_endpoint {
+        Some(e) => e.clone(),
+        None => {
+            let socket = opts.root_dir.join("embedded-runtime.sock");
+            let listen = format!("unix://{}", socket.display());
+            let rt =
+                EmbeddedRuntime::start(&listen, RuntimeOptions::new(opts.root_dir.join("runtime")))
+                    .await
+                    .with_context(|| format!("cannot start the embedded runtime on {listen}"))?;
+            tracing::warn!(
+                endpoint = %rt.endpoint(),
+                "using the embedded runtime: containers are plain host processes and nothing is isolated; use containerd or CRI-O (--container-runtime-endpoint) in production"
+            );
+            let ep = rt.endpoint();
+            embedded = Some(rt);
+            ep
+        }
+    };
+    let cri = CriClient::connect(
+        &endpoint,
+        CriClientOptions {
+            request_timeout_ms: opts.runtime_request_timeout_ms,
+            ..CriClientOptions::default()
+        },
+    )
+    .await
+    .with_context(|| format!("cannot connect to the container runtime at {endpoint}"))?;
+    let version = cri
+        .version()
+        .await
+        .with_context(|| format!("the container runtime at {endpoint} does not answer Version"))?;
+    tracing::info!(runtime = %version.runtime_name, version = %version.runtime_version, api = %version.runtime_api_version, "connected to the container runtime");
+
+    let (report, mut inbox) = Report::channel(opts.inbox_capacity);
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let engine = Arc::new(Mutex::new(Engine::new(opts.ledger.clone())));
+    let (arm_tx, arm_rx) = mpsc::unbounded_channel();
+    let events = Arc::new(EventLog::new(opts.event_log_capacity));
+    let daemon = Daemon {
+        engine: engine.clone(),
+        executor: Executor::new(
+            cri.clone(),
+            NodeContext {
+                pod_logs_dir: opts.pod_logs_dir.clone(),
+                node_name: opts.node_name.clone(),
+                node_ip: opts.node_ip.clone(),
+            },
+            report.clone(),
+        ),
+        timers: arm_tx,
+        events: events.clone(),
+    };
+
+    let mut core = opts.core.clone();
+    core.node_name = opts.node_name.clone();
+    core.sources = Vec::new();
+    if opts.pod_manifest_path.is_some() {
+        core.sources.push(PodSource::File);
+    }
+    core.validate().context("invalid configuration")?;
+    let emitted = daemon.submit(Input {
+        event: Event::ConfigApplied(ConfigApplied { config: core }),
+        cause: None,
+        trace: None,
+    });
+    daemon.dispatch(emitted);
+
+    tokio::spawn(timers::run(arm_rx, report.clone()));
+    let health = Arc::new(PlegHealth::new(opts.pleg.relist_threshold_ms));
+    tokio::spawn(pleg::run(
+        cri.clone(),
+        opts.pleg.clone(),
+        report.clone(),
+        health.clone(),
+        shutdown_rx.clone(),
+    ));
+    if let Some(path) = &opts.pod_manifest_path {
+        anyhow::bail!(
+            "--pod-manifest-path {}: the static pod source is not wired yet",
+            path.display()
+        );
+    }
+    let addr = SocketAddr::new(opts.address, opts.read_only_port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (--address/--read-only-port)"))?;
+    let bound = listener.local_addr()?;
+    tracing::info!(address = %bound, "serving /healthz, /metrics, /pods, /debug/ledger, /debug/state");
+    let mut http_shutdown = shutdown_rx.clone();
+    let router = http::router(HttpState {
+        engine: engine.clone(),
+        events,
+        pleg: health,
+        prometheus,
+    });
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = http_shutdown.wait_for(|v| *v).await;
+            })
+            .await
+    });
+
+    // the main loop
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    let mut stopping: Option<Instant> = None;
+    let mut deadline = Instant::now();
+    loop {
+        if let Some(since) = stopping {
+            let done = engine.lock().expect("engine").node().all_pods_stopped();
+            if done || Instant::now() >= deadline {
+                if !done {
+                    tracing::warn!("pods did not all stop within the shutdown deadline; the runtime will kill what is left");
+                }
+                tracing::info!(
+                    elapsed_ms = since.elapsed().as_millis() as u64,
+                    "all pods stopped"
+                );
+                break;
+            }
+        }
+        tokio::select! {
+            input = inbox.recv() => {
+                let Some(input) = input else { break };
+                let emitted = daemon.submit(input);
+                daemon.dispatch(emitted);
+            }
+            sig = &mut signal, if stopping.is_none() => {
+                tracing::info!(signal = sig, "shutting down");
+                if !opts.stop_pods_on_exit {
+                    break;
+                }
+                let max_grace_s = {
+                    let engine = engine.lock().expect("engine");
+                    engine.node().pod_manager.pods()
+                        .filter_map(|p| crate::core::pod::termination_grace_period_s(p))
+                        .max()
+                        .unwrap_or(30)
+                };
+                deadline = Instant::now() + Duration::from_secs(max_grace_s.max(0) as u64 + 10);
+                stopping = Some(Instant::now());
+                let emitted = daemon.submit(Input { event: Event::NodeShutdown(NodeShutdown {}), cause: None, trace: None });
+                daemon.dispatch(emitted);
+            }
+            _ = tokio::time::sleep(Duration::from_millis(200)), if stopping.is_some() => {}
+        }
+    }
+    let _ = shutdown_tx.send(true);
+    let _ = server.await;
+    if let Some(rt) = embedded {
+        rt.shutdown()
+            .await
+            .context("the embedded runtime did not shut down cleanly")?;
+    }
+    Ok(())
+}

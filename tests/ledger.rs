@@ -87,6 +87,21 @@ fn one_of_each_kind() -> Vec<Event> {
             reason: "OutOfpods".into(),
             message: "Pod was rejected: no room".into(),
         }),
+        Event::RuntimeActionFinished(RuntimeActionFinished {
+            uid: Uid::new("u1"),
+            sync_id: 4,
+            action: RuntimeAction::StartContainer {
+                container: "web".into(),
+                kind: ledgerlet::core::command::ContainerKind::Regular,
+                id: "abc".into(),
+            },
+            outcome: ActionOutcome::Failed {
+                reason: "RunContainerError".into(),
+                message: "no such file".into(),
+            },
+            duration_ms: 12,
+        }),
+        Event::NodeShutdown(NodeShutdown {}),
     ]
 }
 

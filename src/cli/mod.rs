@@ -7,6 +7,7 @@
 //! ledger lines).
 
 mod replay_cmd;
+mod run_cmd;
 
 use std::process::ExitCode;
 
@@ -23,7 +24,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run the node agent.
-    Run,
+    Run(run_cmd::RunArgs),
     /// Fold an exported ledger offline and print the pod-worker state.
     Replay(replay_cmd::ReplayArgs),
 }
@@ -32,13 +33,7 @@ enum Cmd {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run => {
-            eprintln!(
-                "ledgerlet run: not yet: the container runtime, PLEG and static pod source are not \
-                 built yet (issue 3); `ledgerlet replay` works today"
-            );
-            ExitCode::from(1)
-        }
+        Cmd::Run(args) => run_cmd::run(args),
         Cmd::Replay(args) => replay_cmd::run(args),
     }
 }

@@ -42,6 +42,105 @@ impl WorkType {
     }
 }
 
+/// Which list of the pod spec a container comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerKind {
+    /// `spec.initContainers` (sidecars are init containers with `restartPolicy: Always`).
+    Init,
+    /// `spec.containers`.
+    Regular,
+}
+
+impl ContainerKind {
+    /// The kubelet's `container_type` metric label.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            ContainerKind::Init => "init_container",
+            ContainerKind::Regular => "container",
+        }
+    }
+}
+
+/// Stop one container (`killContainer`): the decision, with everything the shell needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerKill {
+    /// Runtime container ID.
+    pub id: String,
+    /// Container name.
+    pub name: String,
+    /// The `StopContainer` timeout, already clamped to the kubelet's minimum of 2 s.
+    pub grace_period_s: i64,
+    /// Why (`Killing` event message, e.g. "Container web failed liveness probe, will be
+    /// restarted", or "Stopping container web").
+    pub message: String,
+}
+
+/// Stop a whole pod (`killPodWithSyncResult`): every container, then every sandbox.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodKill {
+    /// Containers to stop, in parallel.
+    pub containers: Vec<ContainerKill>,
+    /// Sandboxes to stop after the containers (NotFound is success).
+    pub sandbox_ids: Vec<String>,
+}
+
+/// Start one container of the spec.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerStart {
+    /// Init or regular.
+    pub kind: ContainerKind,
+    /// Index into the spec list of that kind.
+    pub index: usize,
+    /// Container name (for messages).
+    pub name: String,
+    /// The instance's restart count (CRI metadata attempt and annotation).
+    pub restart_count: i32,
+    /// The spec hash recorded on the container (`io.kubernetes.container.hash`).
+    pub hash: String,
+}
+
+/// The runtime plan of one `SyncPod` (kubelet `computePodActions` after backoff), executed by
+/// the shell in the kubelet's order: kill the pod or unwanted containers, remove pruned
+/// containers, create the sandbox, start init containers (a failure stops there unless the
+/// container is a sidecar), start regular containers (failures do not stop the others).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimePlan {
+    /// Kill the whole pod first (sandbox change or nothing left to run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_pod: Option<PodKill>,
+    /// Containers to kill (when the pod is not killed as a whole).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kill_containers: Vec<ContainerKill>,
+    /// Exited containers to remove (init pruning, dead instances beyond the newest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_containers: Vec<String>,
+    /// Create a sandbox with this attempt number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_sandbox: Option<u32>,
+    /// The sandbox to start containers in when none is created.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sandbox_id: String,
+    /// Init containers to start, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub start_init: Vec<ContainerStart>,
+    /// Regular containers to start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub start: Vec<ContainerStart>,
+}
+
+impl RuntimePlan {
+    /// True if the plan does nothing.
+    pub fn is_empty(&self) -> bool {
+        self.kill_pod.is_none()
+            && self.kill_containers.is_empty()
+            && self.remove_containers.is_empty()
+            && self.create_sandbox.is_none()
+            && self.start_init.is_empty()
+            && self.start.is_empty()
+    }
+}
+
 /// `SyncPod(ctx, updateType, pod, mirrorPod, podStatus)`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SyncPodCommand {
@@ -58,6 +157,9 @@ pub struct SyncPodCommand {
     pub mirror_pod: Option<Arc<Pod>>,
     /// The runtime status the decision was made on.
     pub runtime: Arc<RuntimePodStatus>,
+    /// What to do in the runtime.
+    #[serde(default)]
+    pub plan: RuntimePlan,
 }
 
 /// `SyncTerminatingPod(ctx, pod, podStatus, gracePeriod, podStatusFn)`.
@@ -77,6 +179,10 @@ pub struct SyncTerminatingPodCommand {
     /// The last status override requested by a kill (`PodStatusFunc`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_override: Option<PodStatusOverride>,
+    /// What to stop (computed from the runtime status; the shell re-lists before
+    /// reporting success, so a container started meanwhile is caught).
+    #[serde(default)]
+    pub kill: PodKill,
 }
 
 /// `SyncTerminatingRuntimePod(ctx, runningPod)`.
@@ -88,6 +194,9 @@ pub struct SyncTerminatingRuntimePodCommand {
     pub sync_id: u64,
     /// What the runtime has of it.
     pub running_pod: Arc<RunningPod>,
+    /// What to stop (grace 1 s, clamped to 2 s per container).
+    #[serde(default)]
+    pub kill: PodKill,
 }
 
 /// `SyncTerminatedPod(ctx, pod, podStatus)`.
@@ -101,6 +210,10 @@ pub struct SyncTerminatedPodCommand {
     pub pod: Arc<Pod>,
     /// The runtime status.
     pub runtime: Arc<RuntimePodStatus>,
+    /// Remove the pod's containers and sandboxes (the pod is deleted or evicted, so its
+    /// content may go; a terminated pod still in config keeps them for its logs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remove_runtime: bool,
 }
 
 /// Normal or Warning, as Kubernetes Events have it.

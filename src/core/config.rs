@@ -47,6 +47,13 @@ pub struct CoreConfig {
     pub max_pods: u32,
     /// The least a `killPodNow` caller waits before `ExceededGracePeriod` (10 s).
     pub kill_wait_min_ms: u64,
+    /// First CrashLoopBackOff delay (kubelet `backOffPeriod`, 10 s).
+    pub crash_loop_backoff_initial_ms: u64,
+    /// Maximum CrashLoopBackOff delay (kubelet `MaxContainerBackOff`, 300 s).
+    pub crash_loop_backoff_max_ms: u64,
+    /// A container that ran longer than this before crashing restarts without backoff
+    /// (10 min, fixed upstream).
+    pub crash_loop_backoff_reset_ms: u64,
 }
 
 impl Default for CoreConfig {
@@ -60,6 +67,9 @@ impl Default for CoreConfig {
             housekeeping_period_ms: 2_000,
             max_pods: 110,
             kill_wait_min_ms: 10_000,
+            crash_loop_backoff_initial_ms: 10_000,
+            crash_loop_backoff_max_ms: 300_000,
+            crash_loop_backoff_reset_ms: 600_000,
         }
     }
 }
@@ -98,6 +108,17 @@ impl CoreConfig {
         )?;
         positive("housekeeping_period_ms", self.housekeeping_period_ms)?;
         positive("max_pods", u64::from(self.max_pods))?;
+        positive(
+            "crash_loop_backoff_initial_ms",
+            self.crash_loop_backoff_initial_ms,
+        )?;
+        if self.crash_loop_backoff_max_ms < self.crash_loop_backoff_initial_ms {
+            return Err(ConfigError {
+                field: "crash_loop_backoff_max_ms",
+                value: self.crash_loop_backoff_max_ms.to_string(),
+                why: "must be at least crash_loop_backoff_initial_ms",
+            });
+        }
         Ok(())
     }
 }
@@ -118,6 +139,15 @@ mod tests {
         assert_eq!(c.housekeeping_period_ms, 2_000, "housekeepingPeriod 2s");
         assert_eq!(c.max_pods, 110, "--max-pods 110");
         assert_eq!(c.kill_wait_min_ms, 10_000, "killPodNow minimum timeout 10s");
+        assert_eq!(c.crash_loop_backoff_initial_ms, 10_000, "backOffPeriod 10s");
+        assert_eq!(
+            c.crash_loop_backoff_max_ms, 300_000,
+            "MaxContainerBackOff 300s"
+        );
+        assert_eq!(
+            c.crash_loop_backoff_reset_ms, 600_000,
+            "backoff reset after 10 min"
+        );
         assert!(c.validate().is_ok());
     }
 

@@ -93,7 +93,12 @@ impl Node {
         } else {
             Vec::new()
         };
-        let admission = if self
+        let admission = if self.shutting_down {
+            Admission::Reject {
+                reason: "NodeShutdown".into(),
+                message: "Pod was rejected as the node is shutting down.".into(),
+            }
+        } else if self
             .pod_workers
             .status_by_str(pod::uid_str(p))
             .is_some_and(|s| s.is_termination_requested())
@@ -183,6 +188,35 @@ impl Node {
         if e.kind != PlegEventKind::ContainerRemoved {
             self.handle_pod_sync(&e.uid, now, out);
         }
+    }
+
+    /// Graceful node shutdown: reject new pods and kill every pod with its own grace
+    /// period, marking it Failed/Terminated as the kubelet's shutdown manager does.
+    pub(super) fn handle_node_shutdown(&mut self, now: Time, out: &mut Vec<Command>) {
+        self.shutting_down = true;
+        for (_, p) in self.pod_manager.iter() {
+            let mut u = UpdatePod::for_pod(UpdateType::Kill, p.clone());
+            u.start_time = Some(now);
+            u.kill = Some(super::update::KillPodOptions {
+                status_override: Some(Box::new(super::update::PodStatusOverride {
+                    phase: Some("Failed".into()),
+                    reason: Some("Terminated".into()),
+                    message: Some(
+                        "Pod was terminated in response to imminent node shutdown.".into(),
+                    ),
+                    conditions: vec![],
+                })),
+                ..Default::default()
+            });
+            out.push(Command::Append(Event::UpdatePod(u)));
+        }
+    }
+
+    /// True once no pod can have a running container (every worker is terminated).
+    pub fn all_pods_stopped(&self) -> bool {
+        self.pod_workers
+            .statuses()
+            .all(|(_, s)| s.is_terminated() || (!s.is_started() && !s.observed_runtime))
     }
 
     /// The housekeeping tick: re-arm it and, once sources are ready, reconcile the workers.

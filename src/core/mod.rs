@@ -17,6 +17,7 @@ pub mod pod_workers;
 pub mod probe_results;
 pub mod reason_cache;
 pub mod runtime_status;
+pub mod status;
 pub mod timers;
 pub mod uid;
 pub mod update;

@@ -33,6 +33,11 @@ pub struct Node {
     pub runtime: RuntimeCache,
     /// Armed timers.
     pub timers: Timers,
+    /// Pod API statuses (the status manager's local state).
+    pub statuses: super::status::StatusStore,
+    /// The node is shutting down: new pods are rejected.
+    #[serde(default)]
+    pub shutting_down: bool,
     /// Pods rejected at admission (they count as terminal).
     pub rejected: BTreeSet<Uid>,
     /// Seq of the last folded record.
@@ -138,6 +143,8 @@ impl Node {
             Event::PodRejected(r) => {
                 self.rejected.insert(r.uid.clone());
             }
+            Event::RuntimeActionFinished(_) => {}
+            Event::NodeShutdown(_) => self.handle_node_shutdown(now, out),
         }
     }
 }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::core::command::WorkType;
+use crate::core::command::{ContainerKind, WorkType};
 use crate::core::config::{CoreConfig, PodSource};
 use crate::core::runtime_status::RuntimePodStatus;
 use crate::core::timers::TimerKey;
@@ -112,6 +112,108 @@ pub struct SyncFinished {
     /// How it ended.
     pub outcome: SyncOutcome,
 }
+
+/// One step of a runtime plan (a CRI call or a short sequence of them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum RuntimeAction {
+    /// `StopContainer` with the plan's grace period.
+    KillContainer {
+        /// Runtime ID.
+        id: String,
+        /// Container name.
+        name: String,
+    },
+    /// `StopPodSandbox`.
+    StopSandbox {
+        /// Runtime ID.
+        id: String,
+    },
+    /// `RemoveContainer`.
+    RemoveContainer {
+        /// Runtime ID.
+        id: String,
+    },
+    /// `RemovePodSandbox`.
+    RemoveSandbox {
+        /// Runtime ID.
+        id: String,
+    },
+    /// `RunPodSandbox`.
+    CreateSandbox {
+        /// The sandbox attempt.
+        attempt: u32,
+    },
+    /// Image presence check and pull per `imagePullPolicy`.
+    PullImage {
+        /// The container it is for.
+        container: String,
+        /// The image reference.
+        image: String,
+    },
+    /// `CreateContainer`.
+    CreateContainer {
+        /// Container name.
+        container: String,
+        /// Init or regular.
+        kind: ContainerKind,
+    },
+    /// `StartContainer`.
+    StartContainer {
+        /// Container name.
+        container: String,
+        /// Init or regular.
+        kind: ContainerKind,
+        /// Runtime ID.
+        id: String,
+    },
+}
+
+/// How a runtime step ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum ActionOutcome {
+    /// It worked.
+    Ok {
+        /// The ID of what was created, if anything.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// A human detail (e.g. "already present on machine").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// It failed; `reason` is the kubelet's error kind (`CreateContainerError`,
+    /// `RunContainerError`, `ErrImagePull`, `CreateContainerConfigError`, …).
+    Failed {
+        /// One word.
+        reason: String,
+        /// The error, naming the pod, container and CRI status.
+        message: String,
+    },
+}
+
+/// A step of a runtime plan finished.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeActionFinished {
+    /// The pod.
+    pub uid: Uid,
+    /// The sync whose plan this step belongs to.
+    pub sync_id: u64,
+    /// What was done.
+    #[serde(flatten)]
+    pub action: RuntimeAction,
+    /// How it ended.
+    pub outcome: ActionOutcome,
+    /// How long it took, in milliseconds.
+    #[serde(default)]
+    pub duration_ms: u64,
+}
+
+/// The node is shutting down (the agent received SIGTERM with pods to stop): every pod is
+/// killed with its own grace period and new pods are rejected, as the kubelet's graceful
+/// node shutdown does.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeShutdown {}
 
 /// A timer armed by `SetTimer` fired.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -236,6 +338,10 @@ events! {
     KillCompleted(KillCompleted),
     /// Admission rejected a pod.
     PodRejected(PodRejected),
+    /// A step of a runtime plan finished.
+    RuntimeActionFinished(RuntimeActionFinished),
+    /// The node is shutting down.
+    NodeShutdown(NodeShutdown),
 }
 
 impl Event {
@@ -257,7 +363,11 @@ impl Event {
             },
             Event::KillCompleted(e) => Some(e.uid.clone()),
             Event::PodRejected(e) => Some(e.uid.clone()),
-            Event::ConfigApplied(_) | Event::SourceReady(_) | Event::SyncKnownPods(_) => None,
+            Event::RuntimeActionFinished(e) => Some(e.uid.clone()),
+            Event::ConfigApplied(_)
+            | Event::SourceReady(_)
+            | Event::SyncKnownPods(_)
+            | Event::NodeShutdown(_) => None,
         }
     }
 

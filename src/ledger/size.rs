@@ -68,7 +68,7 @@ fn own_heap_bytes(r: &Record) -> usize {
     let trace = r.trace.as_ref().map_or(0, |t| t.len());
     let event = match &r.event {
         Event::ConfigApplied(c) => c.config.node_name.len() + c.config.sources.len(),
-        Event::SourceReady(_) => 0,
+        Event::SourceReady(_) | Event::NodeShutdown(_) => 0,
         Event::PodAdded(_)
         | Event::PodUpdated(_)
         | Event::PodRemoved(_)
@@ -103,6 +103,24 @@ fn own_heap_bytes(r: &Record) -> usize {
         }),
         Event::KillCompleted(k) => uid(&k.uid) + k.requests.len() * 8,
         Event::PodRejected(p) => uid(&p.uid) + p.reason.len() + p.message.len(),
+        Event::RuntimeActionFinished(a) => {
+            use super::event::{ActionOutcome, RuntimeAction};
+            let action = match &a.action {
+                RuntimeAction::KillContainer { id, name } => id.len() + name.len(),
+                RuntimeAction::StopSandbox { id }
+                | RuntimeAction::RemoveContainer { id }
+                | RuntimeAction::RemoveSandbox { id } => id.len(),
+                RuntimeAction::CreateSandbox { .. } => 0,
+                RuntimeAction::PullImage { container, image } => container.len() + image.len(),
+                RuntimeAction::CreateContainer { container, .. } => container.len(),
+                RuntimeAction::StartContainer { container, id, .. } => container.len() + id.len(),
+            };
+            let outcome = match &a.outcome {
+                ActionOutcome::Ok { id, detail } => opt(id) + opt(detail),
+                ActionOutcome::Failed { reason, message } => reason.len() + message.len(),
+            };
+            uid(&a.uid) + action + outcome
+        }
     };
     trace + event
 }

@@ -1,7 +1,10 @@
-//! Observability: tracing spans and metrics around the fold (and, later, OTLP export,
-//! Prometheus exposition and the HTTP server).
+//! Observability: tracing spans and metrics around the fold, Prometheus exposition, and the
+//! node's HTTP server.
 //!
-//! Owns metric names and span shapes. Must not influence decisions: everything here is a
-//! side channel the core never reads.
+//! Owns metric names, span shapes and the HTTP endpoints. Must not influence decisions:
+//! everything here is a side channel the core never reads.
 
 pub mod fold;
+pub mod http;
+pub mod logging;
+pub mod metrics;

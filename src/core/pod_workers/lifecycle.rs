@@ -166,6 +166,7 @@ impl PodWorkers {
                 sync_id,
                 pod: options.pod.clone().expect("config pod"),
                 runtime,
+                remove_runtime: false,
             }),
             WorkType::Terminating | WorkType::TerminatingRuntime => {
                 // acknowledgeTerminating: from here on no container will be started.
@@ -178,6 +179,7 @@ impl PodWorkers {
                             uid: uid.clone(),
                             sync_id,
                             running_pod: running.clone(),
+                            kill: Default::default(),
                         })
                     }
                     None => Command::SyncTerminatingPod(SyncTerminatingPodCommand {
@@ -190,6 +192,7 @@ impl PodWorkers {
                             .as_ref()
                             .and_then(|k| k.grace_period_override_s),
                         status_override: status.status_post_terminating.last().cloned(),
+                        kill: Default::default(),
                     }),
                 }
             }
@@ -200,6 +203,7 @@ impl PodWorkers {
                 pod: options.pod.clone().expect("config pod"),
                 mirror_pod: options.mirror_pod.clone(),
                 runtime,
+                plan: Default::default(),
             }),
         };
         status.activity = WorkerActivity::Syncing {

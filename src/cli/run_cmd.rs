@@ -1,0 +1,191 @@
+//! `ledgerlet run`: the node agent. Flags follow the kubelet's names where one exists; every
+//! duration names its unit.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+
+use crate::core::config::CoreConfig;
+use crate::daemon::{default_root_dir, RunOptions};
+use crate::ledger::LedgerConfig;
+use crate::sources::pleg::PlegOptions;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StopPods {
+    /// Stop pods on exit when the runtime is embedded (its processes cannot outlive the agent).
+    Auto,
+    /// Always stop every pod on SIGTERM (graceful node shutdown).
+    Always,
+    /// Never: pods keep running in an external runtime across agent restarts.
+    Never,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// This node's name (default: the host name, lowercased).
+    #[arg(long)]
+    node_name: Option<String>,
+    /// The node's IP, used for host-network pods and `status.hostIP`.
+    #[arg(long, default_value = "127.0.0.1")]
+    node_ip: String,
+    /// Static pod manifests: a directory of YAML/JSON files or one file.
+    #[arg(long)]
+    pod_manifest_path: Option<PathBuf>,
+    /// How often the manifest path is rescanned.
+    #[arg(long, default_value_t = 1000)]
+    manifest_check_period_ms: u64,
+    /// CRI endpoint (e.g. unix:///run/containerd/containerd.sock). Without it, an embedded
+    /// runtime that runs containers as host processes is started under --root-dir.
+    #[arg(long)]
+    container_runtime_endpoint: Option<String>,
+    /// Timeout of each CRI call.
+    #[arg(long, default_value_t = 120_000)]
+    runtime_request_timeout_ms: u64,
+    /// Agent state directory (default: /var/lib/ledgerlet as root, else ~/.local/state/ledgerlet).
+    #[arg(long)]
+    root_dir: Option<PathBuf>,
+    /// Root of the pod log layout (default: /var/log/pods as root, else <root-dir>/pod-logs).
+    #[arg(long)]
+    pod_logs_dir: Option<PathBuf>,
+    /// Address of the HTTP server.
+    #[arg(long, default_value = "127.0.0.1")]
+    address: IpAddr,
+    /// Port of the HTTP server (/healthz, /metrics, /pods, /debug/*); 0 picks a free one.
+    #[arg(long, default_value_t = 10255)]
+    read_only_port: u16,
+    /// Pod resync after a successful sync (kubelet --sync-frequency).
+    #[arg(long, default_value_t = 60_000)]
+    sync_frequency_ms: u64,
+    /// Pod worker retry after a failed sync.
+    #[arg(long, default_value_t = 10_000)]
+    sync_error_backoff_ms: u64,
+    /// Housekeeping period.
+    #[arg(long, default_value_t = 2_000)]
+    housekeeping_period_ms: u64,
+    /// Maximum number of pods.
+    #[arg(long, default_value_t = 110)]
+    max_pods: u32,
+    /// First CrashLoopBackOff delay.
+    #[arg(long, default_value_t = 10_000)]
+    crash_loop_backoff_initial_ms: u64,
+    /// Maximum CrashLoopBackOff delay.
+    #[arg(long, default_value_t = 300_000)]
+    crash_loop_backoff_max_ms: u64,
+    /// Generic PLEG relist period.
+    #[arg(long, default_value_t = 1_000)]
+    relist_period_ms: u64,
+    /// Use the runtime's container event stream (Evented PLEG) when available.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    evented_pleg: bool,
+    /// Keep at most this many ledger records in memory.
+    #[arg(long, default_value_t = 200_000)]
+    ledger_max_records: usize,
+    /// Keep at most this many bytes of ledger records in memory.
+    #[arg(long, default_value_t = 128 * 1024 * 1024)]
+    ledger_max_bytes: u64,
+    /// Stop every pod when the agent exits.
+    #[arg(long, value_enum, default_value = "auto")]
+    stop_pods_on_exit: StopPods,
+    /// Log level when RUST_LOG is not set.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    let name = if ok {
+        String::from_utf8_lossy(&buf[..end]).to_lowercase()
+    } else {
+        String::new()
+    };
+    if name.is_empty() {
+        "localhost".into()
+    } else {
+        name
+    }
+}
+
+pub fn run(args: RunArgs) -> ExitCode {
+    crate::observe::logging::init(&args.log_level, matches!(args.log_format, LogFormat::Json));
+    let root_dir = args.root_dir.unwrap_or_else(default_root_dir);
+    let is_root = unsafe { libc::geteuid() } == 0;
+    let pod_logs_dir = args.pod_logs_dir.unwrap_or_else(|| {
+        if is_root {
+            PathBuf::from("/var/log/pods")
+        } else {
+            root_dir.join("pod-logs")
+        }
+    });
+    let stop_pods_on_exit = match args.stop_pods_on_exit {
+        StopPods::Always => true,
+        StopPods::Never => false,
+        StopPods::Auto => args.container_runtime_endpoint.is_none(),
+    };
+    let opts = RunOptions {
+        node_name: args.node_name.unwrap_or_else(hostname).to_lowercase(),
+        node_ip: args.node_ip,
+        root_dir,
+        pod_logs_dir,
+        pod_manifest_path: args.pod_manifest_path,
+        manifest_check_period_ms: args.manifest_check_period_ms,
+        container_runtime_endpoint: args.container_runtime_endpoint,
+        runtime_request_timeout_ms: args.runtime_request_timeout_ms,
+        address: args.address,
+        read_only_port: args.read_only_port,
+        core: CoreConfig {
+            resync_interval_ms: args.sync_frequency_ms,
+            sync_error_backoff_ms: args.sync_error_backoff_ms,
+            housekeeping_period_ms: args.housekeeping_period_ms,
+            max_pods: args.max_pods,
+            crash_loop_backoff_initial_ms: args.crash_loop_backoff_initial_ms,
+            crash_loop_backoff_max_ms: args.crash_loop_backoff_max_ms,
+            ..CoreConfig::default()
+        },
+        ledger: LedgerConfig {
+            max_records: args.ledger_max_records,
+            max_bytes: args.ledger_max_bytes,
+            snapshot_every_records: (args.ledger_max_records as u64 / 20).max(1),
+            ..LedgerConfig::default()
+        },
+        pleg: PlegOptions {
+            relist_period_ms: args.relist_period_ms,
+            evented: args.evented_pleg,
+            ..PlegOptions::default()
+        },
+        inbox_capacity: 4096,
+        stop_pods_on_exit,
+        event_log_capacity: 1000,
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ledgerlet run: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(crate::daemon::run(opts)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ledgerlet run: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
