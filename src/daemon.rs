@@ -209,6 +209,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
 
     let mut core = opts.core.clone();
     core.node_name = opts.node_name.clone();
+    core.node_ip = opts.node_ip.clone();
+    core.runtime_name = version.runtime_name.clone();
     core.sources = Vec::new();
     if opts.pod_manifest_path.is_some() {
         core.sources.push(PodSource::File);

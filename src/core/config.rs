@@ -32,6 +32,11 @@ impl PodSource {
 pub struct CoreConfig {
     /// This node's name (`--node-name`, defaulting to the hostname in the shell).
     pub node_name: String,
+    /// The node's IP (`status.hostIP`, and the pod IP of host-network pods).
+    pub node_ip: String,
+    /// The container runtime's name, the scheme of container IDs in pod statuses
+    /// (`containerd://…`).
+    pub runtime_name: String,
     /// The config sources that must report before housekeeping and deletions run.
     pub sources: Vec<PodSource>,
     /// Pod worker resync after a successful sync (kubelet `--sync-frequency`, 1 m),
@@ -60,6 +65,8 @@ impl Default for CoreConfig {
     fn default() -> Self {
         CoreConfig {
             node_name: String::new(),
+            node_ip: String::new(),
+            runtime_name: String::new(),
             sources: Vec::new(),
             resync_interval_ms: 60_000,
             sync_error_backoff_ms: 10_000,

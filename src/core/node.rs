@@ -131,7 +131,9 @@ impl Node {
                 }
                 match &t.key {
                     TimerKey::Housekeeping => self.housekeeping_tick(now, out),
-                    TimerKey::PodWork { uid } => self.handle_pod_sync(uid, now, out),
+                    TimerKey::PodWork { uid } | TimerKey::BackoffExpiry { uid } => {
+                        self.handle_pod_sync(uid, now, out)
+                    }
                     TimerKey::KillDeadline { uid, request } => {
                         self.pod_workers
                             .on_kill_deadline(cx!(self, record, out), uid, *request);

@@ -24,6 +24,12 @@ pub enum TimerKey {
     },
     /// The housekeeping tick (`HandlePodCleanups`).
     Housekeeping,
+    /// A container's CrashLoopBackOff (or image pull backoff) expires: sync the pod then,
+    /// rather than at the next resync (ledgerlet restarts at exactly the backoff).
+    BackoffExpiry {
+        /// The pod.
+        uid: Uid,
+    },
     /// The deadline of a `killPodNow` caller waiting for a kill (`ExceededGracePeriod`).
     KillDeadline {
         /// The pod being killed.

@@ -358,7 +358,9 @@ impl Event {
             Event::RuntimeStatusObserved(e) => Some(e.uid.clone()),
             Event::SyncFinished(e) => Some(e.uid.clone()),
             Event::TimerFired(t) => match &t.key {
-                TimerKey::PodWork { uid } | TimerKey::KillDeadline { uid, .. } => Some(uid.clone()),
+                TimerKey::PodWork { uid }
+                | TimerKey::KillDeadline { uid, .. }
+                | TimerKey::BackoffExpiry { uid } => Some(uid.clone()),
                 TimerKey::Housekeeping => None,
             },
             Event::KillCompleted(e) => Some(e.uid.clone()),

@@ -95,7 +95,9 @@ fn own_heap_bytes(r: &Record) -> usize {
                 }
         }
         Event::TimerFired(t) => match &t.key {
-            TimerKey::PodWork { uid: u } | TimerKey::KillDeadline { uid: u, .. } => uid(u),
+            TimerKey::PodWork { uid: u }
+            | TimerKey::KillDeadline { uid: u, .. }
+            | TimerKey::BackoffExpiry { uid: u } => uid(u),
             TimerKey::Housekeeping => 0,
         },
         Event::SyncKnownPods(s) => s.desired.as_ref().map_or(0, |d| {

@@ -1,0 +1,272 @@
+//! Runs the real `ledgerlet` binary for integration tests: its own root directory,
+//! manifest directory and log directory, an ephemeral HTTP port, and plain HTTP/1.1 over a
+//! TCP socket to read `/pods`, `/debug/ledger` and `/debug/state`.
+//!
+//! It owns the agent process: dropping an `Agent` kills it (SIGKILL) if a test did not stop
+//! it, so a failing test never leaves an agent behind.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use ledgerlet::core::Node;
+use ledgerlet::ledger::{Line, Reader, Record};
+
+pub struct Agent {
+    child: Option<Child>,
+    pub root: tempfile::TempDir,
+    pub manifests: PathBuf,
+    pub logs: PathBuf,
+    pub log_file: PathBuf,
+    pub port: u16,
+    pub node_name: String,
+}
+
+/// The flags every test uses: short periods so tests are quick.
+pub const FAST: &[&str] = &[
+    "--housekeeping-period-ms",
+    "500",
+    "--manifest-check-period-ms",
+    "200",
+    "--crash-loop-backoff-initial-ms",
+    "1000",
+    "--crash-loop-backoff-max-ms",
+    "8000",
+];
+
+impl Agent {
+    /// Starts `ledgerlet run` with the embedded runtime and `extra` flags.
+    pub fn start(extra: &[&str]) -> Agent {
+        let root = tempfile::tempdir().expect("tempdir");
+        let manifests = root.path().join("manifests");
+        let logs = root.path().join("pod-logs");
+        std::fs::create_dir_all(&manifests).unwrap();
+        let log_file = root.path().join("agent.log");
+        let node_name = "test-node".to_string();
+        let log = std::fs::File::create(&log_file).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
+            .arg("run")
+            .arg("--root-dir")
+            .arg(root.path().join("state"))
+            .arg("--pod-logs-dir")
+            .arg(&logs)
+            .arg("--pod-manifest-path")
+            .arg(&manifests)
+            .args(["--node-name", &node_name, "--read-only-port", "0"])
+            .args(FAST)
+            .args(extra)
+            .env("RUST_LOG", "info,ledgerlet=debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start ledgerlet");
+        let mut agent = Agent {
+            child: Some(child),
+            root,
+            manifests,
+            logs,
+            log_file,
+            port: 0,
+            node_name,
+        };
+        agent.port = agent.wait_for_port();
+        agent
+    }
+
+    fn wait_for_port(&mut self) -> u16 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let log = std::fs::read_to_string(&self.log_file).unwrap_or_default();
+            if let Some(i) = log.find("address=127.0.0.1:") {
+                let rest = &log[i + "address=127.0.0.1:".len()..];
+                let port: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+                if let Ok(p) = port.parse() {
+                    return p;
+                }
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("ledgerlet exited early ({status}):\n{log}");
+            }
+            assert!(Instant::now() < deadline, "ledgerlet did not start:\n{log}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Writes a manifest file into the watched directory.
+    pub fn write_manifest(&self, file: &str, yaml: &str) {
+        let tmp = self.manifests.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, yaml).unwrap();
+        std::fs::rename(&tmp, self.manifests.join(file)).unwrap();
+    }
+
+    /// Removes a manifest file.
+    pub fn remove_manifest(&self, file: &str) {
+        std::fs::remove_file(self.manifests.join(file)).unwrap();
+    }
+
+    /// `GET path` → (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+        (status, if chunked { dechunk(body) } else { body.to_string() })
+    }
+
+    /// The pods with their statuses.
+    pub fn pods(&self) -> Vec<Pod> {
+        let (status, body) = self.get("/pods");
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("PodList JSON");
+        serde_json::from_value(v["items"].clone()).expect("pods")
+    }
+
+    /// The pod named `name` (without the node suffix).
+    pub fn pod(&self, name: &str) -> Option<Pod> {
+        let full = format!("{name}-{}", self.node_name);
+        self.pods()
+            .into_iter()
+            .find(|p| p.metadata.name.as_deref() == Some(full.as_str()))
+    }
+
+    /// Every retained ledger record.
+    pub fn ledger(&self) -> Vec<Record> {
+        let (status, body) = self.get("/debug/ledger");
+        assert_eq!(status, 200);
+        Reader::<_, Node>::new(body.as_bytes())
+            .map(|l| match l.expect("valid ledger line") {
+                Line::Record(r) => r,
+                Line::Snapshot(_) => panic!("no snapshot in /debug/ledger"),
+            })
+            .collect()
+    }
+
+    /// The raw NDJSON of the ledger.
+    pub fn ledger_text(&self) -> String {
+        self.get("/debug/ledger").1
+    }
+
+    /// The folded state.
+    pub fn state(&self) -> Node {
+        let (status, body) = self.get("/debug/state");
+        assert_eq!(status, 200);
+        serde_json::from_str(&body).expect("state JSON")
+    }
+
+    /// Waits until `check` returns Some, polling every 50 ms for up to `secs` seconds; on
+    /// timeout, panics with `what`, the pods and the agent's log tail.
+    pub fn wait_for<T>(&self, what: &str, secs: u64, mut check: impl FnMut(&Agent) -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = check(self) {
+                return v;
+            }
+            if Instant::now() > deadline {
+                let pods = self.get("/pods").1;
+                let log = std::fs::read_to_string(&self.log_file).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "timed out after {secs}s waiting for {what}\n--- /pods:\n{pods}\n--- log tail:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("ledgerlet did not exit within 90 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The agent's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+
+    /// The pod log directory of `pod_name` (the first match).
+    pub fn pod_log_dir(&self, pod_name: &str) -> Option<PathBuf> {
+        let prefix = format!("default_{pod_name}-{}_", self.node_name);
+        std::fs::read_dir(&self.logs)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix))
+            })
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&tail[..n.min(tail.len())]);
+        rest = tail.get(n + 2..).unwrap_or("");
+    }
+    out
+}
+
+/// PIDs of live processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(Path::new("/proc").join(pid.to_string()).join("cmdline"))
+            .unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
