@@ -13,6 +13,7 @@ pub mod merge;
 pub mod node;
 pub mod pod;
 pub mod pod_manager;
+pub mod pod_status;
 pub mod pod_workers;
 pub mod probe_results;
 pub mod reason_cache;

@@ -1,0 +1,289 @@
+//! The pod conditions the kubelet owns (GS-12…GS-15) and their transition times (SM-04).
+//!
+//! Owns the condition types and reasons, which types the kubelet owns (SM-21), the generators
+//! for PodReadyToStartContainers, Initialized, ContainersReady and Ready, and
+//! `keep_transition_times`. Must not stamp times itself: generators return conditions without
+//! `lastTransitionTime`; `generate` stamps `now`, and the caller (the status manager) keeps
+//! the old time of an unchanged condition with `keep_transition_times`.
+
+use k8s_openapi::api::core::v1::{
+    ContainerStatus as ApiContainerStatus, Pod, PodCondition, PodStatus,
+};
+
+use super::phase::{has_any_regular_container_started, FAILED, SUCCEEDED};
+use super::spec::{self, find_status, is_started};
+
+/// `PodScheduled`.
+pub const POD_SCHEDULED: &str = "PodScheduled";
+/// `Ready`.
+pub const READY: &str = "Ready";
+/// `Initialized`.
+pub const INITIALIZED: &str = "Initialized";
+/// `ContainersReady`.
+pub const CONTAINERS_READY: &str = "ContainersReady";
+/// `PodReadyToStartContainers`.
+pub const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
+/// `DisruptionTarget` (shared between the kubelet and the control plane).
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+/// `PodResizePending`.
+pub const POD_RESIZE_PENDING: &str = "PodResizePending";
+/// `PodResizeInProgress`.
+pub const POD_RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
+
+/// `"True"`.
+pub const TRUE: &str = "True";
+/// `"False"`.
+pub const FALSE: &str = "False";
+
+/// Reason: no container statuses at all.
+pub const UNKNOWN_CONTAINER_STATUSES: &str = "UnknownContainerStatuses";
+/// Reason: the pod succeeded.
+pub const POD_COMPLETED: &str = "PodCompleted";
+/// Reason: the pod failed.
+pub const POD_FAILED: &str = "PodFailed";
+/// Reason: some container is not ready or unknown.
+pub const CONTAINERS_NOT_READY: &str = "ContainersNotReady";
+/// Reason: some init container has not completed.
+pub const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
+/// Reason: some readiness gate is missing or not True.
+pub const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
+
+/// The condition types the kubelet owns (SM-21): it generates them and drops any copy found
+/// in the API status. `DisruptionTarget` is shared, so it is not in this list.
+pub const KUBELET_OWNED: [&str; 7] = [
+    POD_SCHEDULED,
+    READY,
+    INITIALIZED,
+    CONTAINERS_READY,
+    POD_READY_TO_START_CONTAINERS,
+    POD_RESIZE_PENDING,
+    POD_RESIZE_IN_PROGRESS,
+];
+
+/// The condition types whose `lastTransitionTime` the kubelet manages (SM-04).
+pub const TRANSITION_TIME_MANAGED: [&str; 6] = [
+    CONTAINERS_READY,
+    READY,
+    INITIALIZED,
+    POD_READY_TO_START_CONTAINERS,
+    POD_SCHEDULED,
+    DISRUPTION_TARGET,
+];
+
+/// `kubetypes.PodConditionByKubelet`.
+pub fn is_kubelet_owned(condition_type: &str) -> bool {
+    KUBELET_OWNED.contains(&condition_type)
+}
+
+fn condition(
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<String>,
+) -> PodCondition {
+    PodCondition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.map(str::to_string),
+        message,
+        ..PodCondition::default()
+    }
+}
+
+/// Go's `%s` of a `[]string`: `[a b]`.
+fn go_list(names: &[&str]) -> String {
+    format!("[{}]", names.join(" "))
+}
+
+/// `PodReadyToStartContainers`: True iff no new sandbox is needed.
+pub fn ready_to_start_containers_condition(sandbox_changed: bool) -> PodCondition {
+    let status = if sandbox_changed { FALSE } else { TRUE };
+    condition(POD_READY_TO_START_CONTAINERS, status, None, None)
+}
+
+/// `GenerateContainersReadyCondition` (GS-13). `statuses` holds the init and regular statuses;
+/// `None` stands for Go's nil list.
+pub fn containers_ready_condition(
+    pod: &Pod,
+    statuses: Option<&[ApiContainerStatus]>,
+    phase: &str,
+) -> PodCondition {
+    let Some(statuses) = statuses else {
+        return condition(
+            CONTAINERS_READY,
+            FALSE,
+            Some(UNKNOWN_CONTAINER_STATUSES),
+            None,
+        );
+    };
+    let mut unknown = Vec::new();
+    let mut unready = Vec::new();
+    let sidecars = spec::init_containers(pod)
+        .iter()
+        .filter(|c| spec::is_sidecar(c));
+    for c in sidecars.chain(spec::containers(pod)) {
+        match find_status(statuses, &c.name) {
+            Some(s) if !s.ready => unready.push(c.name.as_str()),
+            Some(_) => {}
+            None => unknown.push(c.name.as_str()),
+        }
+    }
+    if (phase == SUCCEEDED && unknown.is_empty()) || phase == FAILED {
+        let reason = if phase == FAILED {
+            POD_FAILED
+        } else {
+            POD_COMPLETED
+        };
+        return condition(CONTAINERS_READY, FALSE, Some(reason), None);
+    }
+    let mut messages = Vec::new();
+    if !unknown.is_empty() {
+        messages.push(format!(
+            "containers with unknown status: {}",
+            go_list(&unknown)
+        ));
+    }
+    if !unready.is_empty() {
+        messages.push(format!(
+            "containers with unready status: {}",
+            go_list(&unready)
+        ));
+    }
+    if messages.is_empty() {
+        condition(CONTAINERS_READY, TRUE, None, None)
+    } else {
+        condition(
+            CONTAINERS_READY,
+            FALSE,
+            Some(CONTAINERS_NOT_READY),
+            Some(messages.join(", ")),
+        )
+    }
+}
+
+/// `GeneratePodReadyCondition` (GS-14): ContainersReady, then every readiness gate must name
+/// a condition in `conditions` whose status is True.
+pub fn ready_condition(
+    pod: &Pod,
+    conditions: &[PodCondition],
+    statuses: Option<&[ApiContainerStatus]>,
+    phase: &str,
+) -> PodCondition {
+    let containers_ready = containers_ready_condition(pod, statuses, phase);
+    if containers_ready.status != TRUE {
+        return PodCondition {
+            type_: READY.to_string(),
+            ..containers_ready
+        };
+    }
+    let mut messages = Vec::new();
+    for gate in spec::readiness_gates(pod) {
+        match conditions.iter().find(|c| c.type_ == gate) {
+            None => messages.push(format!(
+                "corresponding condition of pod readiness gate {gate:?} does not exist."
+            )),
+            Some(c) if c.status != TRUE => messages.push(format!(
+                "the status of pod readiness gate {gate:?} is not \"True\", but {}",
+                c.status
+            )),
+            Some(_) => {}
+        }
+    }
+    if messages.is_empty() {
+        condition(READY, TRUE, None, None)
+    } else {
+        condition(
+            READY,
+            FALSE,
+            Some(READINESS_GATES_NOT_READY),
+            Some(messages.join(", ")),
+        )
+    }
+}
+
+/// `GeneratePodInitializedCondition` (GS-15). A regular init container counts when Ready, a
+/// sidecar when Started.
+pub fn initialized_condition(
+    pod: &Pod,
+    statuses: Option<&[ApiContainerStatus]>,
+    phase: &str,
+) -> PodCondition {
+    let inits = spec::init_containers(pod);
+    let statuses = match statuses {
+        Some(s) => s,
+        None if inits.is_empty() => &[],
+        None => return condition(INITIALIZED, FALSE, Some(UNKNOWN_CONTAINER_STATUSES), None),
+    };
+    let mut unknown = Vec::new();
+    let mut incomplete = Vec::new();
+    for c in inits {
+        match find_status(statuses, &c.name) {
+            None => unknown.push(c.name.as_str()),
+            Some(s) => {
+                let done = if spec::is_sidecar(c) {
+                    is_started(s)
+                } else {
+                    s.ready
+                };
+                if !done {
+                    incomplete.push(c.name.as_str());
+                }
+            }
+        }
+    }
+    if phase == SUCCEEDED && unknown.is_empty() {
+        return condition(INITIALIZED, TRUE, Some(POD_COMPLETED), None);
+    }
+    if has_any_regular_container_started(pod, statuses) {
+        return condition(INITIALIZED, TRUE, None, None);
+    }
+    let mut messages = Vec::new();
+    if !unknown.is_empty() {
+        messages.push(format!(
+            "containers with unknown status: {}",
+            go_list(&unknown)
+        ));
+    }
+    if !incomplete.is_empty() {
+        messages.push(format!(
+            "containers with incomplete status: {}",
+            go_list(&incomplete)
+        ));
+    }
+    if messages.is_empty() {
+        condition(INITIALIZED, TRUE, None, None)
+    } else {
+        condition(
+            INITIALIZED,
+            FALSE,
+            Some(CONTAINERS_NOT_INITIALIZED),
+            Some(messages.join(", ")),
+        )
+    }
+}
+
+/// The kubelet-generated `PodScheduled=True`.
+pub fn scheduled_condition() -> PodCondition {
+    condition(POD_SCHEDULED, TRUE, None, None)
+}
+
+/// SM-04 for the caller: every managed condition of `new` whose type exists in `old` with the
+/// same status takes the old `lastTransitionTime` (a new or changed condition keeps the one
+/// `new` carries, i.e. `now` from `generate_api_pod_status`).
+pub fn keep_transition_times(new: &mut PodStatus, old: &PodStatus) {
+    let (Some(new_conditions), Some(old_conditions)) =
+        (new.conditions.as_mut(), old.conditions.as_ref())
+    else {
+        return;
+    };
+    for c in new_conditions
+        .iter_mut()
+        .filter(|c| TRANSITION_TIME_MANAGED.contains(&c.type_.as_str()))
+    {
+        if let Some(o) = old_conditions.iter().find(|o| o.type_ == c.type_) {
+            if o.status == c.status {
+                c.last_transition_time = o.last_transition_time.clone();
+            }
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! GS-12…GS-15 (the kubelet's conditions) and SM-04 (transition times kept by the caller).
+
+use k8s_openapi::api::core::v1::{ContainerStatus as S, PodCondition, PodReadinessGate, PodStatus};
+
+use super::fixtures::*;
+use crate::core::pod_status::conditions::*;
+use crate::core::pod_status::pod_sandbox_changed;
+use crate::core::pod_status::time_to_api;
+use crate::core::runtime_status::{SandboxState, SandboxStatus};
+use crate::ledger::time::Time;
+
+#[test]
+fn gs_12_conditions_copied_and_appended_in_order() {
+    let api_disruption = PodCondition {
+        reason: Some("EvictionByEvictionAPI".into()),
+        ..cond(DISRUPTION_TARGET, "True")
+    };
+    let cached_disruption = PodCondition {
+        reason: Some("TerminationByKubelet".into()),
+        last_transition_time: Some(time_to_api(Time::from_unix_secs(500))),
+        ..cond(DISRUPTION_TARGET, "True")
+    };
+    let custom = PodCondition {
+        last_transition_time: Some(time_to_api(Time::from_unix_secs(400))),
+        ..cond("example.com/feature", "True")
+    };
+    let p = with_api_status(
+        simple_pod(&["A"]),
+        PodStatus {
+            conditions: Some(vec![
+                custom.clone(),
+                cond(READY, "True"), // kubelet-owned: regenerated, not copied
+                api_disruption,
+                cond(POD_RESIZE_PENDING, "True"),
+            ]),
+            ..PodStatus::default()
+        },
+    );
+    let mut f = Fixture::new(
+        p,
+        runtime(
+            vec![rt_running("A", "a1", 10)],
+            vec![ready_sandbox("10.0.0.2")],
+        ),
+    );
+    f.cached = Some(PodStatus {
+        conditions: Some(vec![cached_disruption.clone()]),
+        ..PodStatus::default()
+    });
+    let s = f.generate();
+    let types: Vec<&str> = s
+        .conditions
+        .iter()
+        .flatten()
+        .map(|c| c.type_.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "example.com/feature",
+            DISRUPTION_TARGET,
+            POD_READY_TO_START_CONTAINERS,
+            INITIALIZED,
+            READY,
+            CONTAINERS_READY,
+            POD_SCHEDULED
+        ]
+    );
+    assert_eq!(condition(&s, "example.com/feature"), &custom);
+    assert_eq!(condition(&s, DISRUPTION_TARGET), &cached_disruption);
+    assert_eq!(condition(&s, POD_SCHEDULED).status, TRUE);
+    // Kubelet-generated conditions are stamped with `now`; the caller keeps old times.
+    let now = Some(time_to_api(now()));
+    for t in [
+        POD_READY_TO_START_CONTAINERS,
+        INITIALIZED,
+        READY,
+        CONTAINERS_READY,
+        POD_SCHEDULED,
+    ] {
+        assert_eq!(condition(&s, t).last_transition_time, now, "{t}");
+    }
+}
+
+fn sb(state: SandboxState, ip: Option<&str>, created: i64, host_network: bool) -> SandboxStatus {
+    SandboxStatus {
+        host_network,
+        ..sandbox(&format!("sb-{created}"), state, ip, created)
+    }
+}
+
+#[test]
+fn gs_12_pod_ready_to_start_containers_is_true_iff_no_new_sandbox_is_needed() {
+    use SandboxState::{SandboxNotready as NotReady, SandboxReady as Ready};
+    let mut host = simple_pod(&["A"]);
+    host.spec.as_mut().unwrap().host_network = Some(true);
+    let plain = simple_pod(&["A"]);
+    let cases: Vec<(
+        &str,
+        &k8s_openapi::api::core::v1::Pod,
+        Vec<SandboxStatus>,
+        bool,
+    )> = vec![
+        ("no sandbox", &plain, vec![], false),
+        (
+            "ready with IP",
+            &plain,
+            vec![sb(Ready, Some("10.0.0.1"), 1, false)],
+            true,
+        ),
+        (
+            "newest not ready",
+            &plain,
+            vec![
+                sb(NotReady, Some("10.0.0.2"), 2, false),
+                sb(Ready, Some("10.0.0.1"), 1, false),
+            ],
+            false,
+        ),
+        (
+            "newest ready, older dead",
+            &plain,
+            vec![
+                sb(NotReady, None, 1, false),
+                sb(Ready, Some("10.0.0.2"), 2, false),
+            ],
+            true,
+        ),
+        (
+            "ready without IP",
+            &plain,
+            vec![sb(Ready, None, 1, false)],
+            false,
+        ),
+        (
+            "two ready",
+            &plain,
+            vec![
+                sb(Ready, Some("10.0.0.2"), 2, false),
+                sb(Ready, Some("10.0.0.1"), 1, false),
+            ],
+            false,
+        ),
+        (
+            "host network without IP",
+            &host,
+            vec![sb(Ready, None, 1, true)],
+            true,
+        ),
+        (
+            "network namespace changed",
+            &plain,
+            vec![sb(Ready, Some("10.0.0.1"), 1, true)],
+            false,
+        ),
+        (
+            "network namespace changed (host)",
+            &host,
+            vec![sb(Ready, Some("10.0.0.1"), 1, false)],
+            false,
+        ),
+    ];
+    for (what, p, sandboxes, want) in cases {
+        let rt = runtime(vec![], sandboxes);
+        assert_eq!(!pod_sandbox_changed(p, &rt), want, "{what}");
+        let s = Fixture::new(p.clone(), rt).generate();
+        let want = if want { TRUE } else { FALSE };
+        assert_eq!(
+            condition(&s, POD_READY_TO_START_CONTAINERS).status,
+            want,
+            "{what}"
+        );
+    }
+}
+
+fn cr(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    statuses: Option<&[S]>,
+    phase: &str,
+) -> (String, Option<String>, Option<String>) {
+    let c = containers_ready_condition(pod, statuses, phase);
+    assert_eq!(c.type_, CONTAINERS_READY);
+    (c.status, c.reason, c.message)
+}
+
+fn owned(
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+) -> (String, Option<String>, Option<String>) {
+    (
+        status.into(),
+        reason.map(Into::into),
+        message.map(Into::into),
+    )
+}
+
+#[test]
+fn gs_13_containers_ready_condition() {
+    let p = pod(
+        "Always",
+        vec![container("I"), sidecar("X")],
+        vec![container("A"), container("B"), container("C")],
+    );
+    let all_ready = vec![
+        ready(running("X")),
+        ready(running("A")),
+        ready(running("B")),
+        ready(running("C")),
+        waiting("I"),
+    ];
+    assert_eq!(
+        cr(&p, None, "Running"),
+        owned(FALSE, Some(UNKNOWN_CONTAINER_STATUSES), None)
+    );
+    assert_eq!(
+        cr(&p, Some(&all_ready), "Running"),
+        owned(TRUE, None, None),
+        "regular init containers do not count"
+    );
+    let sidecar_unready = vec![
+        running("X"),
+        ready(running("A")),
+        ready(running("B")),
+        ready(running("C")),
+    ];
+    assert_eq!(
+        cr(&p, Some(&sidecar_unready), "Running"),
+        owned(
+            FALSE,
+            Some(CONTAINERS_NOT_READY),
+            Some("containers with unready status: [X]")
+        )
+    );
+    let mixed = vec![ready(running("X")), ready(running("A")), running("C")];
+    assert_eq!(
+        cr(&p, Some(&mixed), "Running"),
+        owned(
+            FALSE,
+            Some(CONTAINERS_NOT_READY),
+            Some("containers with unknown status: [B], containers with unready status: [C]")
+        )
+    );
+    let two_unknown = vec![ready(running("X")), ready(running("A"))];
+    assert_eq!(
+        cr(&p, Some(&two_unknown), "Running").2.as_deref(),
+        Some("containers with unknown status: [B C]")
+    );
+    let done = vec![
+        succeeded("X"),
+        succeeded("A"),
+        succeeded("B"),
+        succeeded("C"),
+    ];
+    assert_eq!(
+        cr(&p, Some(&done), "Succeeded"),
+        owned(FALSE, Some(POD_COMPLETED), None)
+    );
+    assert_eq!(
+        cr(&p, Some(&mixed), "Succeeded").1.as_deref(),
+        Some(CONTAINERS_NOT_READY),
+        "unknown containers: not completed"
+    );
+    assert_eq!(
+        cr(&p, Some(&all_ready), "Failed"),
+        owned(FALSE, Some(POD_FAILED), None)
+    );
+}
+
+#[test]
+fn gs_14_ready_condition_follows_containers_ready_then_readiness_gates() {
+    let mut p = simple_pod(&["A"]);
+    let unready = [running("A")];
+    let c = ready_condition(&p, &[], Some(&unready), "Running");
+    assert_eq!(c.type_, READY);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref()),
+        (FALSE, Some(CONTAINERS_NOT_READY))
+    );
+    assert_eq!(
+        c.message.as_deref(),
+        Some("containers with unready status: [A]")
+    );
+
+    p.spec.as_mut().unwrap().readiness_gates = Some(vec![
+        PodReadinessGate {
+            condition_type: "g1".into(),
+        },
+        PodReadinessGate {
+            condition_type: "g2".into(),
+        },
+    ]);
+    let ok = [ready(running("A"))];
+    let c = ready_condition(&p, &[cond("g2", "False")], Some(&ok), "Running");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref()),
+        (FALSE, Some(READINESS_GATES_NOT_READY))
+    );
+    assert_eq!(
+        c.message.as_deref(),
+        Some("corresponding condition of pod readiness gate \"g1\" does not exist., the status of pod readiness gate \"g2\" is not \"True\", but False")
+    );
+    let c = ready_condition(
+        &p,
+        &[cond("g1", "True"), cond("g2", "True")],
+        Some(&ok),
+        "Running",
+    );
+    assert_eq!((c.status.as_str(), c.reason), (TRUE, None));
+}
+
+#[test]
+fn gs_14_readiness_gate_from_the_api_status_through_generate() {
+    let mut p = simple_pod(&["A"]);
+    p.spec.as_mut().unwrap().readiness_gates = Some(vec![PodReadinessGate {
+        condition_type: "lb/ready".into(),
+    }]);
+    let rt = || {
+        runtime(
+            vec![rt_running("A", "a1", 10)],
+            vec![ready_sandbox("10.0.0.3")],
+        )
+    };
+    let s = Fixture::new(p.clone(), rt()).generate();
+    assert_eq!(
+        condition(&s, READY).reason.as_deref(),
+        Some(READINESS_GATES_NOT_READY)
+    );
+    assert_eq!(condition(&s, CONTAINERS_READY).status, TRUE);
+    let p = with_api_status(
+        p,
+        PodStatus {
+            conditions: Some(vec![cond("lb/ready", "True")]),
+            ..PodStatus::default()
+        },
+    );
+    assert_eq!(
+        condition(&Fixture::new(p, rt()).generate(), READY).status,
+        TRUE
+    );
+}
+
+fn init(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    statuses: Option<&[S]>,
+    phase: &str,
+) -> (String, Option<String>, Option<String>) {
+    let c = initialized_condition(pod, statuses, phase);
+    assert_eq!(c.type_, INITIALIZED);
+    (c.status, c.reason, c.message)
+}
+
+#[test]
+fn gs_15_initialized_condition() {
+    let p = pod(
+        "Always",
+        vec![container("X"), sidecar("Y")],
+        vec![container("A")],
+    );
+    assert_eq!(
+        init(&p, None, "Pending"),
+        owned(FALSE, Some(UNKNOWN_CONTAINER_STATUSES), None)
+    );
+    assert_eq!(
+        init(&simple_pod(&["A"]), None, "Pending"),
+        owned(TRUE, None, None)
+    );
+
+    let done = vec![ready(succeeded("X")), started("Y"), waiting("A")];
+    assert_eq!(init(&p, Some(&done), "Pending"), owned(TRUE, None, None));
+    let incomplete = vec![succeeded("X"), running("Y"), waiting("A")];
+    assert_eq!(
+        init(&p, Some(&incomplete), "Pending"),
+        owned(
+            FALSE,
+            Some(CONTAINERS_NOT_INITIALIZED),
+            Some("containers with incomplete status: [X Y]")
+        )
+    );
+    let unknown = vec![running("Y"), waiting("A")];
+    assert_eq!(
+        init(&p, Some(&unknown), "Pending").2.as_deref(),
+        Some("containers with unknown status: [X], containers with incomplete status: [Y]")
+    );
+    // A regular container has started: initialized before, whatever the init statuses say.
+    let restarted = vec![waiting("X"), waiting_last_failed("Y"), running("A")];
+    assert_eq!(
+        init(&p, Some(&restarted), "Running"),
+        owned(TRUE, None, None)
+    );
+    // Succeeded with every init status known.
+    assert_eq!(
+        init(&p, Some(&incomplete), "Succeeded"),
+        owned(TRUE, Some(POD_COMPLETED), None)
+    );
+    assert_eq!(
+        init(&p, Some(&unknown), "Succeeded").1.as_deref(),
+        Some(CONTAINERS_NOT_INITIALIZED)
+    );
+}
+
+#[test]
+fn sm_04_unchanged_condition_keeps_its_transition_time_changed_one_takes_the_new() {
+    let t = |s| Some(time_to_api(Time::from_unix_secs(s)));
+    let with_time = |type_: &str, status: &str, secs| PodCondition {
+        last_transition_time: t(secs),
+        ..cond(type_, status)
+    };
+    let old = PodStatus {
+        conditions: Some(vec![
+            with_time(READY, TRUE, 100),
+            with_time(CONTAINERS_READY, TRUE, 100),
+            with_time(INITIALIZED, TRUE, 50),
+            with_time("example.com/custom", TRUE, 10),
+        ]),
+        ..PodStatus::default()
+    };
+    let mut new = PodStatus {
+        conditions: Some(vec![
+            with_time(READY, TRUE, 900),
+            with_time(CONTAINERS_READY, FALSE, 900),
+            with_time(INITIALIZED, TRUE, 900),
+            with_time(POD_SCHEDULED, TRUE, 900),
+            with_time("example.com/custom", TRUE, 900),
+        ]),
+        ..PodStatus::default()
+    };
+    keep_transition_times(&mut new, &old);
+    let got: Vec<_> = new
+        .conditions
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.type_, c.last_transition_time))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (READY.to_string(), t(100)),
+            (CONTAINERS_READY.to_string(), t(900)),
+            (INITIALIZED.to_string(), t(50)),
+            (POD_SCHEDULED.to_string(), t(900)),
+            ("example.com/custom".to_string(), t(900)), // not kubelet-managed
+        ]
+    );
+}
+
+#[test]
+fn sm_21_kubelet_owned_condition_types() {
+    for t in [
+        POD_SCHEDULED,
+        READY,
+        INITIALIZED,
+        CONTAINERS_READY,
+        POD_READY_TO_START_CONTAINERS,
+        POD_RESIZE_PENDING,
+        POD_RESIZE_IN_PROGRESS,
+    ] {
+        assert!(is_kubelet_owned(t), "{t}");
+    }
+    assert!(!is_kubelet_owned(DISRUPTION_TARGET));
+    assert!(!is_kubelet_owned("example.com/feature"));
+}

@@ -1,0 +1,8 @@
+//! Tests of `core::pod_status`, named after the BEHAVIOUR IDs they pin.
+
+mod conditions;
+mod containers;
+mod fixtures;
+mod generate;
+mod phase_tables;
+mod status_fields;

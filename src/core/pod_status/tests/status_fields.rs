@@ -1,0 +1,440 @@
+//! PR-15 (started/ready), SM-19 (ordering), SM-01/SM-02 (start time), pod and host IPs, QoS
+//! class and ephemeral containers.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, EphemeralContainer, PodIP, PodStatus, ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::fixtures::*;
+use crate::core::pod_status::conditions::{CONTAINERS_READY, INITIALIZED, READY};
+use crate::core::pod_status::network::sort_pod_ips;
+use crate::core::pod_status::qos::compute_pod_qos;
+use crate::core::pod_status::{pod_qos_class, time_to_api};
+use crate::core::probe_results::{ContainerProbes, ProbeOutcome::*};
+use crate::ledger::time::Time;
+
+#[test]
+fn pr_15_started_and_ready_from_probe_results() {
+    let p = pod(
+        "Always",
+        vec![container("I"), container("J"), sidecar("Y"), sidecar("Z")],
+        vec![
+            container("A"),
+            container("B"),
+            container("C"),
+            container("D"),
+            container("E"),
+        ],
+    );
+    let rt = runtime(
+        vec![
+            rt_exited("I", "i1", 1, 0),
+            rt_exited("J", "j1", 1, 1),
+            rt_running("Y", "y1", 2),
+            rt_running("Z", "z1", 2),
+            rt_running("A", "a1", 3),
+            rt_running("B", "b1", 3),
+            rt_running("C", "c1", 3),
+            rt_running("D", "d1", 3),
+            rt_exited("E", "e1", 3, 0),
+        ],
+        vec![ready_sandbox("10.0.0.4")],
+    );
+    let mut f = Fixture::new(p, rt);
+    let set = |f: &mut Fixture, id: &str, probes: ContainerProbes| f.probes.set(id, probes);
+    // A: no probes. B: startup not yet successful. C: started, readiness failing.
+    // D: readiness success. Y: sidecar readiness success. Z: sidecar startup failed.
+    set(
+        &mut f,
+        "b1",
+        ContainerProbes {
+            startup: Some(Unknown),
+            readiness: Some(Success),
+            ..Default::default()
+        },
+    );
+    set(
+        &mut f,
+        "c1",
+        ContainerProbes {
+            startup: Some(Success),
+            readiness: Some(Failure),
+            ..Default::default()
+        },
+    );
+    set(
+        &mut f,
+        "d1",
+        ContainerProbes {
+            readiness: Some(Success),
+            liveness: Some(Failure),
+            ..Default::default()
+        },
+    );
+    set(
+        &mut f,
+        "y1",
+        ContainerProbes {
+            readiness: Some(Success),
+            ..Default::default()
+        },
+    );
+    set(
+        &mut f,
+        "z1",
+        ContainerProbes {
+            startup: Some(Failure),
+            ..Default::default()
+        },
+    );
+    // Results keyed by the full container ID are not ours: they must not be found.
+    set(
+        &mut f,
+        "containerd://a1",
+        ContainerProbes {
+            readiness: Some(Failure),
+            ..Default::default()
+        },
+    );
+    let s = f.generate();
+    let got = |list: &Option<Vec<_>>, n: &str| {
+        let c: &k8s_openapi::api::core::v1::ContainerStatus = find(list, n);
+        (c.started, c.ready)
+    };
+    assert_eq!(got(&s.container_statuses, "A"), (Some(true), true));
+    assert_eq!(got(&s.container_statuses, "B"), (Some(false), false));
+    assert_eq!(got(&s.container_statuses, "C"), (Some(true), false));
+    assert_eq!(got(&s.container_statuses, "D"), (Some(true), true));
+    assert_eq!(got(&s.container_statuses, "E"), (Some(false), false));
+    assert_eq!(got(&s.init_container_statuses, "I"), (Some(false), true));
+    assert_eq!(got(&s.init_container_statuses, "J"), (Some(false), false));
+    assert_eq!(got(&s.init_container_statuses, "Y"), (Some(true), true));
+    assert_eq!(got(&s.init_container_statuses, "Z"), (Some(false), false));
+    assert_eq!(
+        condition(&s, CONTAINERS_READY).message.as_deref(),
+        Some("containers with unready status: [Z B C E]")
+    );
+    // Initialized: a regular container runs, so the pod was initialized before.
+    assert_eq!(condition(&s, INITIALIZED).status, "True");
+}
+
+#[test]
+fn pr_15_all_ready_makes_the_pod_ready() {
+    let rt = runtime(
+        vec![rt_running("A", "a1", 1)],
+        vec![ready_sandbox("10.0.0.5")],
+    );
+    let mut f = Fixture::new(simple_pod(&["A"]), rt);
+    f.probes.set(
+        "a1",
+        ContainerProbes {
+            readiness: Some(Failure),
+            ..Default::default()
+        },
+    );
+    assert_eq!(condition(&f.generate(), READY).status, "False");
+    f.probes.set(
+        "a1",
+        ContainerProbes {
+            readiness: Some(Success),
+            ..Default::default()
+        },
+    );
+    assert_eq!(condition(&f.generate(), READY).status, "True");
+}
+
+#[test]
+fn sm_19_statuses_sorted_by_name_init_in_spec_order() {
+    let mut p = pod(
+        "Always",
+        vec![container("z-init"), container("a-init"), sidecar("m-side")],
+        vec![container("c"), container("a"), container("b")],
+    );
+    p.spec.as_mut().unwrap().ephemeral_containers = Some(vec![
+        EphemeralContainer {
+            name: "dbg-2".into(),
+            image: Some("busybox".into()),
+            ..Default::default()
+        },
+        EphemeralContainer {
+            name: "dbg-1".into(),
+            image: Some("busybox".into()),
+            ..Default::default()
+        },
+    ]);
+    let rt = runtime(
+        vec![rt_running("dbg-1", "e1", 5), rt_running("b", "b1", 5)],
+        vec![],
+    );
+    let s = Fixture::new(p, rt).generate();
+    let names = |l: &Option<Vec<k8s_openapi::api::core::v1::ContainerStatus>>| -> Vec<String> {
+        l.iter().flatten().map(|c| c.name.clone()).collect()
+    };
+    assert_eq!(names(&s.container_statuses), ["a", "b", "c"]);
+    assert_eq!(
+        names(&s.init_container_statuses),
+        ["z-init", "a-init", "m-side"]
+    );
+    assert_eq!(names(&s.ephemeral_container_statuses), ["dbg-1", "dbg-2"]);
+    let dbg = find(&s.ephemeral_container_statuses, "dbg-1");
+    assert_eq!(dbg.container_id.as_deref(), Some("containerd://e1"));
+    assert_eq!(
+        (dbg.started, dbg.ready),
+        (None, false),
+        "no probes for ephemeral containers"
+    );
+    assert_eq!(
+        waiting_reason_of(find(&s.ephemeral_container_statuses, "dbg-2")),
+        Some("PodInitializing")
+    );
+}
+
+#[test]
+fn sm_01_start_time_defaults_to_now_in_whole_seconds() {
+    let s = Fixture::new(simple_pod(&["A"]), runtime(vec![], vec![])).generate();
+    assert_eq!(
+        s.start_time,
+        Some(time_to_api(Time::from_unix_secs(NOW_SECS)))
+    );
+}
+
+#[test]
+fn sm_02_start_time_is_kept_from_cached_then_api_status() {
+    let at = |n: i64| Some(time_to_api(Time::from_unix_nanos(n)));
+    let p = with_api_status(
+        simple_pod(&["A"]),
+        PodStatus {
+            start_time: at(1_000_500_000_000),
+            ..PodStatus::default()
+        },
+    );
+    let mut f = Fixture::new(p, runtime(vec![], vec![]));
+    assert_eq!(f.generate().start_time, at(1_000_000_000_000));
+    f.cached = Some(PodStatus {
+        start_time: at(2_000_700_000_000),
+        ..PodStatus::default()
+    });
+    assert_eq!(f.generate().start_time, at(2_000_000_000_000));
+}
+
+#[test]
+fn pod_ips_follow_the_node_family_and_fall_back_in_order() {
+    let v4 = || "10.0.0.7".to_string();
+    let v6 = || "fd00::7".to_string();
+    assert_eq!(sort_pod_ips(&[v6(), v4()], None), [v4(), v6()]);
+    assert_eq!(sort_pod_ips(&[v4(), v6()], Some("fd00::1")), [v6(), v4()]);
+    assert_eq!(
+        sort_pod_ips(
+            &[v4(), "10.0.0.8".into(), "junk".into()],
+            Some("192.168.0.1")
+        ),
+        [v4()]
+    );
+
+    // The runtime's IPs win over the sandbox's.
+    let mut rt = runtime(vec![], vec![ready_sandbox("10.0.0.9")]);
+    rt.ips = vec![v6(), v4()];
+    let mut f = Fixture::new(simple_pod(&["A"]), rt);
+    f.host_ip = Some("192.168.0.1".into());
+    let s = f.generate();
+    assert_eq!(s.pod_ip, Some(v4()));
+    assert_eq!(
+        s.pod_ips,
+        Some(vec![PodIP { ip: v4() }, PodIP { ip: v6() }])
+    );
+    assert_eq!(s.host_ip.as_deref(), Some("192.168.0.1"));
+    assert_eq!(
+        s.host_ips.as_ref().map(|h| h[0].ip.as_str()),
+        Some("192.168.0.1")
+    );
+
+    // No runtime IPs: the newest sandbox, if ready.
+    let s = Fixture::new(
+        simple_pod(&["A"]),
+        runtime(vec![], vec![ready_sandbox("10.0.0.9")]),
+    )
+    .generate();
+    assert_eq!(s.pod_ip.as_deref(), Some("10.0.0.9"));
+    assert_eq!((s.host_ip, s.host_ips), (None, None));
+
+    // Without a node IP the old host IPs are kept, not wiped.
+    let mut f = Fixture::new(simple_pod(&["A"]), runtime(vec![], vec![]));
+    f.cached = Some(PodStatus {
+        host_ip: Some("192.168.0.9".into()),
+        host_ips: Some(vec![k8s_openapi::api::core::v1::HostIP {
+            ip: "192.168.0.9".into(),
+        }]),
+        ..PodStatus::default()
+    });
+    let s = f.generate();
+    assert_eq!(s.host_ip.as_deref(), Some("192.168.0.9"));
+    assert_eq!(s.host_ips.map(|h| h.len()), Some(1));
+    f.host_ip = Some("192.168.0.1".into());
+    assert_eq!(f.generate().host_ip.as_deref(), Some("192.168.0.1"));
+
+    // A stopped pod keeps the IPs it had.
+    let dead = sandbox(
+        "sb",
+        crate::core::runtime_status::SandboxState::SandboxNotready,
+        Some("10.0.0.9"),
+        1,
+    );
+    let mut f = Fixture::new(simple_pod(&["A"]), runtime(vec![], vec![dead]));
+    assert_eq!(f.generate().pod_ip, None);
+    f.cached = Some(PodStatus {
+        pod_ip: Some("10.0.0.3".into()),
+        pod_ips: Some(vec![PodIP {
+            ip: "10.0.0.3".into(),
+        }]),
+        ..PodStatus::default()
+    });
+    assert_eq!(
+        f.generate().pod_ips,
+        Some(vec![PodIP {
+            ip: "10.0.0.3".into()
+        }])
+    );
+}
+
+#[test]
+fn pod_ip_of_a_host_network_pod_is_the_node_ip() {
+    let mut p = simple_pod(&["A"]);
+    p.spec.as_mut().unwrap().host_network = Some(true);
+    let mut sb = ready_sandbox("");
+    sb.ip = None;
+    sb.host_network = true;
+    let mut f = Fixture::new(p, runtime(vec![], vec![sb]));
+    f.host_ip = Some("192.168.0.1".into());
+    let s = f.generate();
+    assert_eq!(s.pod_ip.as_deref(), Some("192.168.0.1"));
+    assert_eq!(condition(&s, "PodReadyToStartContainers").status, "True");
+}
+
+fn resources(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Option<ResourceRequirements> {
+    let list = |l: &[(&str, &str)]| {
+        (!l.is_empty()).then(|| {
+            l.iter()
+                .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                .collect::<BTreeMap<_, _>>()
+        })
+    };
+    Some(ResourceRequirements {
+        requests: list(requests),
+        limits: list(limits),
+        claims: None,
+    })
+}
+
+fn with_resources(name: &str, r: Option<ResourceRequirements>) -> Container {
+    Container {
+        resources: r,
+        ..container(name)
+    }
+}
+
+#[test]
+fn qos_class_from_requests_and_limits() {
+    let full = || {
+        resources(
+            &[("cpu", "100m"), ("memory", "1Gi")],
+            &[("cpu", "0.1"), ("memory", "1024Mi")],
+        )
+    };
+    let cases: Vec<(&str, Vec<Container>, Vec<Container>, &str)> = vec![
+        ("nothing", vec![], vec![container("A")], "BestEffort"),
+        (
+            "zero requests",
+            vec![],
+            vec![with_resources("A", resources(&[("cpu", "0")], &[]))],
+            "BestEffort",
+        ),
+        (
+            "other resources only",
+            vec![],
+            vec![with_resources(
+                "A",
+                resources(&[("nvidia.com/gpu", "1")], &[("nvidia.com/gpu", "1")]),
+            )],
+            "BestEffort",
+        ),
+        (
+            "equal requests and limits",
+            vec![],
+            vec![with_resources("A", full())],
+            "Guaranteed",
+        ),
+        (
+            "limits only (defaulted requests)",
+            vec![],
+            vec![with_resources(
+                "A",
+                resources(&[], &[("cpu", "1"), ("memory", "1G")]),
+            )],
+            "Guaranteed",
+        ),
+        (
+            "request below limit",
+            vec![],
+            vec![with_resources(
+                "A",
+                resources(
+                    &[("cpu", "50m"), ("memory", "1Gi")],
+                    &[("cpu", "100m"), ("memory", "1Gi")],
+                ),
+            )],
+            "Burstable",
+        ),
+        (
+            "cpu limit only",
+            vec![],
+            vec![with_resources("A", resources(&[], &[("cpu", "1")]))],
+            "Burstable",
+        ),
+        (
+            "one container without limits",
+            vec![],
+            vec![with_resources("A", full()), container("B")],
+            "Burstable",
+        ),
+        (
+            "init container without limits",
+            vec![container("I")],
+            vec![with_resources("A", full())],
+            "Burstable",
+        ),
+        (
+            "init and app guaranteed",
+            vec![with_resources("I", full())],
+            vec![with_resources("A", full())],
+            "Guaranteed",
+        ),
+        (
+            "requests only",
+            vec![],
+            vec![with_resources("A", resources(&[("memory", "64Mi")], &[]))],
+            "Burstable",
+        ),
+    ];
+    for (what, inits, containers, want) in cases {
+        let p = pod("Always", inits, containers);
+        assert_eq!(compute_pod_qos(&p), want, "{what}");
+    }
+}
+
+#[test]
+fn qos_class_already_in_the_status_is_kept() {
+    let p = with_api_status(
+        simple_pod(&["A"]),
+        PodStatus {
+            qos_class: Some("Guaranteed".into()),
+            ..PodStatus::default()
+        },
+    );
+    assert_eq!(pod_qos_class(&p), "Guaranteed");
+    let s = Fixture::new(p, runtime(vec![], vec![])).generate();
+    assert_eq!(s.qos_class.as_deref(), Some("Guaranteed"));
+    assert_eq!(pod_qos_class(&simple_pod(&["A"])), "BestEffort");
+}
