@@ -33,6 +33,10 @@ pub struct Node {
     pub runtime: RuntimeCache,
     /// Armed timers.
     pub timers: Timers,
+    /// Probe results by container ID (filled by the prober, issue 6).
+    pub probes: super::probe_results::ProbeResults,
+    /// The last start failure per pod and container (`reasonCache`).
+    pub reasons: super::reason_cache::ReasonCache,
     /// Pod API statuses (the status manager's local state).
     pub statuses: super::status::StatusStore,
     /// The node is shutting down: new pods are rejected.

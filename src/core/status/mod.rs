@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as KTime;
 use serde::{Deserialize, Serialize};
 
@@ -35,12 +35,7 @@ pub struct StatusStore {
 
 /// Converts a ledger time to a Kubernetes time truncated to whole seconds.
 pub fn k8s_time(t: Time) -> KTime {
-    let secs = t.truncated_to_secs();
-    KTime(jiff_from_nanos(secs.unix_nanos()).unwrap_or_else(|| jiff_from_nanos(0).expect("epoch")))
-}
-
-fn jiff_from_nanos(n: i64) -> Option<jiff_type::Timestamp> {
-    jiff_type::Timestamp::from_nanosecond(i128::from(n)).ok()
+    super::pod_status::time_to_api(t.truncated_to_secs())
 }
 
 /// The timestamp type k8s-openapi uses.
@@ -88,16 +83,6 @@ pub fn normalize_times(s: &mut PodStatus) {
     }
 }
 
-fn keep_transition_times(new: &mut [PodCondition], old: &[PodCondition]) {
-    for c in new.iter_mut() {
-        if let Some(o) = old.iter().find(|o| o.type_ == c.type_) {
-            if o.status == c.status {
-                c.last_transition_time = o.last_transition_time.clone();
-            }
-        }
-    }
-}
-
 impl StatusStore {
     /// The status of a pod.
     pub fn get(&self, uid: &Uid) -> Option<&VersionedStatus> {
@@ -118,9 +103,7 @@ impl StatusStore {
             None => {}
         }
         if let Some(old) = &old {
-            if let (Some(new), Some(prev)) = (status.conditions.as_mut(), old.conditions.as_ref()) {
-                keep_transition_times(new, prev);
-            }
+            super::pod_status::keep_transition_times(&mut status, old);
         }
         normalize_times(&mut status);
         match self.statuses.get_mut(uid) {

@@ -1,0 +1,432 @@
+//! The kubelet's sync methods as decisions (kubelet.go `SyncPod`, `SyncTerminatingPod`,
+//! `SyncTerminatingRuntimePod`, `SyncTerminatedPod`, and kuberuntime `SyncPod`/`killPod`).
+//!
+//! Owns what happens between "the pod worker runs a sync" and "the shell touches the
+//! runtime": generating the pod's API status (then `SetPodStatus`), ending a sync whose pod is
+//! already terminal (RT-46), computing the runtime plan with CrashLoopBackOff applied
+//! (RT-34, BO-02…BO-09), kill plans with their grace periods (RT-39, RT-42, RT-45), the
+//! reason cache (GS-07) and the Events the kubelet records for each step. Must stay pure:
+//! it fills in the commands the pod workers emitted in this fold and reads only node state.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
+
+use super::backoff::{do_backoff, BackoffConfig};
+use super::command::{
+    Command, ContainerKill, ContainerKind, ContainerStart, EventType, KubeEvent, ObjectRef,
+    PodKill, RuntimePlan,
+};
+use super::node::Node;
+use super::plan::{self, KillReason};
+use super::pod;
+use super::pod_status::{self, StatusInputs};
+use super::reason_cache::StartFailure;
+use super::runtime_status::{ContainerState, RuntimePodStatus, SandboxState};
+use super::timers::TimerKey;
+use super::uid::Uid;
+use super::update::PodStatusOverride;
+use crate::ledger::event::{
+    ActionOutcome, RuntimeAction, RuntimeActionFinished, SyncFinished, SyncOutcome,
+};
+use crate::ledger::{Event, Time};
+use crate::core::command::WorkType;
+
+/// The reason the kubelet records for a container start that waits on its backoff.
+pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
+
+fn event(p: &Pod, event_type: EventType, reason: &str, message: String) -> Command {
+    Command::RecordEvent(KubeEvent {
+        object: ObjectRef::pod(p),
+        event_type,
+        reason: reason.into(),
+        message,
+    })
+}
+
+/// `format.Pod`: `name_namespace(uid)`.
+fn pod_desc(p: &Pod) -> String {
+    format!(
+        "{}_{}({})",
+        pod::name(p),
+        pod::namespace(p),
+        pod::uid_str(p)
+    )
+}
+
+fn spec_container<'a>(p: &'a Pod, name: &str) -> Option<(&'a Container, ContainerKind)> {
+    let spec = p.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .find(|c| c.name == name)
+        .map(|c| (c, ContainerKind::Regular))
+        .or_else(|| {
+            spec.init_containers
+                .iter()
+                .flatten()
+                .find(|c| c.name == name)
+                .map(|c| (c, ContainerKind::Init))
+        })
+}
+
+/// Applies a kill's status override (the kubelet's `PodStatusFunc`).
+fn apply_override(status: &mut PodStatus, o: &PodStatusOverride) {
+    if let Some(phase) = &o.phase {
+        status.phase = Some(phase.clone());
+    }
+    if let Some(reason) = &o.reason {
+        status.reason = Some(reason.clone());
+    }
+    if let Some(message) = &o.message {
+        status.message = Some(message.clone());
+    }
+    if !o.conditions.is_empty() {
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        for c in &o.conditions {
+            conditions.retain(|x| x.type_ != c.type_);
+            conditions.push(c.clone());
+        }
+    }
+}
+
+impl Node {
+    fn backoff_config(&self) -> BackoffConfig {
+        BackoffConfig {
+            initial_ms: self.config.crash_loop_backoff_initial_ms,
+            max_ms: self.config.crash_loop_backoff_max_ms,
+            reset_after_ms: self.config.crash_loop_backoff_reset_ms,
+        }
+    }
+
+    /// Generates and records the API status of a pod (`generateAPIPodStatus` +
+    /// `SetPodStatus`), applying `status_override` last.
+    fn update_api_status(
+        &mut self,
+        uid: &Uid,
+        p: &Pod,
+        runtime: &RuntimePodStatus,
+        pod_is_terminal: bool,
+        status_override: Option<&PodStatusOverride>,
+        now: Time,
+    ) -> PodStatus {
+        let cached = self.statuses.get(uid).map(|v| v.status.clone());
+        let mut status = pod_status::generate_api_pod_status(&StatusInputs {
+            pod: p,
+            runtime,
+            cached: cached.as_deref(),
+            probes: &self.probes,
+            start_failures: self.reasons.for_pod(uid),
+            pod_is_terminal,
+            is_static: pod::is_static(p),
+            now,
+            runtime_name: &self.config.runtime_name,
+            host_ip: (!self.config.node_ip.is_empty()).then_some(self.config.node_ip.as_str()),
+        });
+        if let Some(o) = status_override {
+            apply_override(&mut status, o);
+        }
+        self.statuses.set(p, uid, status.clone(), now);
+        status
+    }
+
+    /// Completes the sync commands the pod workers emitted in this fold (`out[from..]`).
+    pub(super) fn prepare_syncs(&mut self, from: usize, out: &mut Vec<Command>, now: Time) {
+        let mut i = from;
+        while i < out.len() {
+            let mut extra = Vec::new();
+            let replace = match &mut out[i] {
+                Command::SyncPod(c) => {
+                    let uid = c.uid.clone();
+                    let status = self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
+                    if status.phase.as_deref().is_some_and(pod::is_phase_terminal) {
+                        // RT-46: a terminal pod runs no runtime actions; the sync reports it.
+                        Some(Command::Append(Event::SyncFinished(SyncFinished {
+                            uid,
+                            sync_id: c.sync_id,
+                            work: WorkType::Sync,
+                            outcome: SyncOutcome::Terminal,
+                        })))
+                    } else {
+                        c.plan = self.runtime_plan(&uid, &c.pod, &c.runtime, now, &mut extra);
+                        None
+                    }
+                }
+                Command::SyncTerminatingPod(c) => {
+                    let uid = c.uid.clone();
+                    self.update_api_status(
+                        &uid,
+                        &c.pod,
+                        &c.runtime,
+                        false,
+                        c.status_override.as_ref(),
+                        now,
+                    );
+                    c.kill = kill_pod_plan(&c.pod, &c.runtime, c.grace_period_s, &mut extra);
+                    None
+                }
+                Command::SyncTerminatingRuntimePod(c) => {
+                    c.kill = PodKill {
+                        containers: c
+                            .running_pod
+                            .containers
+                            .iter()
+                            .map(|rc| ContainerKill {
+                                id: rc.id.clone(),
+                                name: rc.name.clone(),
+                                // grace 1, raised to the kubelet's minimum of 2 (RT-45)
+                                grace_period_s: 2,
+                                message: format!("Stopping container {}", rc.name),
+                            })
+                            .collect(),
+                        sandbox_ids: c.running_pod.sandboxes.clone(),
+                    };
+                    None
+                }
+                Command::SyncTerminatedPod(c) => {
+                    let uid = c.uid.clone();
+                    let last_override = None;
+                    self.update_api_status(&uid, &c.pod, &c.runtime, true, last_override, now);
+                    c.remove_runtime = self
+                        .pod_workers
+                        .status(&uid)
+                        .is_some_and(|s| s.deleted || s.evicted);
+                    None
+                }
+                _ => None,
+            };
+            if let Some(r) = replace {
+                out[i] = r;
+            }
+            let n = extra.len();
+            for (k, e) in extra.into_iter().enumerate() {
+                out.insert(i + 1 + k, e);
+            }
+            i += 1 + n;
+        }
+    }
+
+    /// kuberuntime `SyncPod` steps 1–8 as a plan, with CrashLoopBackOff applied to every
+    /// container about to start.
+    fn runtime_plan(
+        &mut self,
+        uid: &Uid,
+        p: &Arc<Pod>,
+        runtime: &RuntimePodStatus,
+        now: Time,
+        extra: &mut Vec<Command>,
+    ) -> RuntimePlan {
+        let actions = plan::compute_pod_actions(p, runtime, &self.probes);
+        let mut out = RuntimePlan {
+            sandbox_id: actions.sandbox_id.clone(),
+            ..RuntimePlan::default()
+        };
+        if actions.kill_pod {
+            if actions.create_sandbox && !actions.sandbox_id.is_empty() {
+                extra.push(event(
+                    p,
+                    EventType::Normal,
+                    "SandboxChanged",
+                    "Pod sandbox changed, it will be killed and re-created.".into(),
+                ));
+            }
+            out.kill_pod = Some(kill_pod_plan(p, runtime, None, extra));
+            if actions.create_sandbox {
+                // purge init containers: a new sandbox starts initialisation over
+                out.remove_containers = runtime
+                    .containers
+                    .iter()
+                    .filter(|c| {
+                        c.state != ContainerState::Running
+                            && spec_container(p, &c.name).is_some_and(|(_, k)| k == ContainerKind::Init)
+                    })
+                    .map(|c| c.id.clone())
+                    .collect();
+            }
+        } else {
+            for (id, k) in &actions.containers_to_kill {
+                let spec = spec_container(p, &k.name).map(|(c, _)| c);
+                let grace = plan::kill_grace_period_s(p, spec, &k.reason, None);
+                extra.push(event(p, EventType::Normal, "Killing", k.message.clone()));
+                out.kill_containers.push(ContainerKill {
+                    id: id.clone(),
+                    name: k.name.clone(),
+                    grace_period_s: grace,
+                    message: k.message.clone(),
+                });
+            }
+        }
+        if out.remove_containers.is_empty() {
+            out.remove_containers = plan::removable_containers(runtime);
+        }
+        if actions.create_sandbox {
+            out.create_sandbox = Some(actions.attempt);
+        }
+        let cfg = self.backoff_config();
+        let spec = p.spec.clone().unwrap_or_default();
+        let mut earliest_expiry: Option<Time> = None;
+        let mut starts = |kind: ContainerKind,
+                          indices: &[usize],
+                          containers: &[Container],
+                          node: &mut Node,
+                          stop_at_backoff: bool|
+         -> Vec<ContainerStart> {
+            let mut v = Vec::new();
+            for &index in indices {
+                let Some(c) = containers.get(index) else {
+                    continue;
+                };
+                if let Some(b) = do_backoff(&mut node.backoff, &cfg, p, c, runtime, now) {
+                    let message = b.message.clone();
+                    extra.push(event(
+                        p,
+                        EventType::Warning,
+                        "BackOff",
+                        format!(
+                            "Back-off restarting failed container {} in pod {}",
+                            c.name,
+                            pod_desc(p)
+                        ),
+                    ));
+                    node.reasons.set(
+                        uid,
+                        &c.name,
+                        StartFailure {
+                            reason: CRASH_LOOP_BACK_OFF.into(),
+                            message,
+                        },
+                    );
+                    earliest_expiry = Some(earliest_expiry.map_or(b.expires_at, |e| e.min(b.expires_at)));
+                    let sidecar = c.restart_policy.as_deref() == Some("Always");
+                    if stop_at_backoff && !sidecar {
+                        break;
+                    }
+                    continue;
+                }
+                v.push(ContainerStart {
+                    kind,
+                    index,
+                    name: c.name.clone(),
+                    restart_count: plan::next_restart_count(runtime, &c.name),
+                    hash: plan::container_hash(c),
+                });
+            }
+            v
+        };
+        let inits = spec.init_containers.clone().unwrap_or_default();
+        out.start_init = starts(
+            ContainerKind::Init,
+            &actions.init_containers_to_start,
+            &inits,
+            self,
+            true,
+        );
+        out.start = starts(
+            ContainerKind::Regular,
+            &actions.containers_to_start,
+            &spec.containers,
+            self,
+            false,
+        );
+        if let Some(at) = earliest_expiry {
+            let key = TimerKey::BackoffExpiry { uid: uid.clone() };
+            let already = self.timers.get(&key).is_some_and(|t| t.due <= at && t.due > now);
+            if !already {
+                self.timers.set(key, at, extra);
+            }
+        }
+        out
+    }
+
+    /// Folds a `RuntimeActionFinished`: the reason cache and the kubelet's Events.
+    pub(super) fn handle_runtime_action(&mut self, a: &RuntimeActionFinished, out: &mut Vec<Command>) {
+        let Some(p) = self
+            .pod_manager
+            .get(&a.uid)
+            .cloned()
+            .or_else(|| self.pod_workers.status(&a.uid).and_then(|s| s.last_pod().cloned()))
+        else {
+            return;
+        };
+        match (&a.action, &a.outcome) {
+            (RuntimeAction::PullImage { image, .. }, ActionOutcome::Ok { detail, .. }) => {
+                let msg = detail
+                    .clone()
+                    .unwrap_or_else(|| format!("Successfully pulled image {image:?}"));
+                out.push(event(&p, EventType::Normal, "Pulled", msg));
+            }
+            (RuntimeAction::CreateContainer { container, .. }, ActionOutcome::Ok { .. }) => {
+                out.push(event(&p, EventType::Normal, "Created", format!("Created container {container}")));
+            }
+            (RuntimeAction::StartContainer { container, .. }, ActionOutcome::Ok { .. }) => {
+                self.reasons.clear(&a.uid, container);
+                out.push(event(&p, EventType::Normal, "Started", format!("Started container {container}")));
+            }
+            (
+                RuntimeAction::PullImage { container, .. }
+                | RuntimeAction::CreateContainer { container, .. }
+                | RuntimeAction::StartContainer { container, .. },
+                ActionOutcome::Failed { reason, message },
+            ) => {
+                self.reasons.set(
+                    &a.uid,
+                    container,
+                    StartFailure {
+                        reason: reason.clone(),
+                        message: message.clone(),
+                    },
+                );
+                out.push(event(&p, EventType::Warning, "Failed", format!("Error: {message}")));
+            }
+            (RuntimeAction::CreateSandbox { .. }, ActionOutcome::Failed { message, .. }) => {
+                out.push(event(&p, EventType::Warning, "FailedCreatePodSandBox", message.clone()));
+            }
+            (RuntimeAction::KillContainer { name, .. }, ActionOutcome::Failed { message, .. }) => {
+                out.push(event(
+                    &p,
+                    EventType::Warning,
+                    "FailedKillPod",
+                    format!("error killing container {name}: {message}"),
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `killPodWithSyncResult` as a plan: every running or created container with its grace
+/// period (RT-39: deletion grace, else spec, overridden by the worker's grace; at least 2 s),
+/// then every ready sandbox.
+fn kill_pod_plan(
+    p: &Pod,
+    runtime: &RuntimePodStatus,
+    override_s: Option<i64>,
+    extra: &mut Vec<Command>,
+) -> PodKill {
+    let mut containers = Vec::new();
+    for c in &runtime.containers {
+        if !matches!(c.state, ContainerState::Running | ContainerState::Created | ContainerState::Unknown) {
+            continue;
+        }
+        let spec = spec_container(p, &c.name).map(|(s, _)| s);
+        let grace = plan::kill_grace_period_s(p, spec, &KillReason::PodKilled, override_s);
+        let message = format!("Stopping container {}", c.name);
+        if c.state == ContainerState::Running {
+            extra.push(event(p, EventType::Normal, "Killing", message.clone()));
+        }
+        containers.push(ContainerKill {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            grace_period_s: grace,
+            message,
+        });
+    }
+    PodKill {
+        containers,
+        sandbox_ids: runtime
+            .sandboxes
+            .iter()
+            .filter(|s| s.state == SandboxState::SandboxReady)
+            .map(|s| s.id.clone())
+            .collect(),
+    }
+}
