@@ -87,6 +87,11 @@ fn one_of_each_kind() -> Vec<Event> {
             reason: "OutOfpods".into(),
             message: "Pod was rejected: no room".into(),
         }),
+        Event::ManifestRejected(ManifestRejected {
+            path: "/etc/kubernetes/manifests/web.yaml".into(),
+            error: "/etc/kubernetes/manifests/web.yaml: spec.containers[0].image: Required value"
+                .into(),
+        }),
     ]
 }
 

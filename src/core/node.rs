@@ -138,6 +138,8 @@ impl Node {
             Event::PodRejected(r) => {
                 self.rejected.insert(r.uid.clone());
             }
+            // For operators: the source keeps the file's last valid pods, so nothing changes.
+            Event::ManifestRejected(_) => {}
         }
     }
 }

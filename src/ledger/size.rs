@@ -103,6 +103,7 @@ fn own_heap_bytes(r: &Record) -> usize {
         }),
         Event::KillCompleted(k) => uid(&k.uid) + k.requests.len() * 8,
         Event::PodRejected(p) => uid(&p.uid) + p.reason.len() + p.message.len(),
+        Event::ManifestRejected(m) => m.path.len() + m.error.len(),
     };
     trace + event
 }
