@@ -102,6 +102,11 @@ fn one_of_each_kind() -> Vec<Event> {
             duration_ms: 12,
         }),
         Event::NodeShutdown(NodeShutdown {}),
+        Event::ManifestRejected(ManifestRejected {
+            path: "/etc/kubernetes/manifests/web.yaml".into(),
+            error: "/etc/kubernetes/manifests/web.yaml: spec.containers[0].image: Required value"
+                .into(),
+        }),
     ]
 }
 

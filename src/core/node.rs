@@ -151,6 +151,8 @@ impl Node {
             }
             Event::RuntimeActionFinished(_) => {}
             Event::NodeShutdown(_) => self.handle_node_shutdown(now, out),
+            // For operators: the source keeps the file's last valid pods, so nothing changes.
+            Event::ManifestRejected(_) => {}
         }
     }
 }

@@ -13,6 +13,8 @@ pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// Annotation with the hash of a static pod's manifest.
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+/// Annotation with the time a source first saw this version of a pod (RFC 3339).
+pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
 
 /// The API's default `terminationGracePeriodSeconds`.
 pub const DEFAULT_TERMINATION_GRACE_PERIOD_S: i64 = 30;

@@ -259,6 +259,17 @@ pub struct PodRejected {
     pub message: String,
 }
 
+/// The static pod source could not use a manifest (or the manifest path itself); the pods
+/// it last accepted from that file, if any, keep running. Reported once per change, not per
+/// scan. Informational for the core (a no-op fold); it is in the ledger for operators.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestRejected {
+    /// The manifest file (or the manifest directory, for errors about the directory).
+    pub path: String,
+    /// What is wrong, naming the file, the document, the field and the problem.
+    pub error: String,
+}
+
 macro_rules! events {
     ($( $(#[$doc:meta])* $variant:ident($payload:ty) ),* $(,)?) => {
         /// Something that happened, as recorded in the ledger.
@@ -342,6 +353,8 @@ events! {
     RuntimeActionFinished(RuntimeActionFinished),
     /// The node is shutting down.
     NodeShutdown(NodeShutdown),
+    /// The static pod source rejected a manifest (its last valid pods keep running).
+    ManifestRejected(ManifestRejected),
 }
 
 impl Event {
@@ -369,7 +382,8 @@ impl Event {
             Event::ConfigApplied(_)
             | Event::SourceReady(_)
             | Event::SyncKnownPods(_)
-            | Event::NodeShutdown(_) => None,
+            | Event::NodeShutdown(_)
+            | Event::ManifestRejected(_) => None,
         }
     }
 

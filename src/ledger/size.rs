@@ -123,6 +123,7 @@ fn own_heap_bytes(r: &Record) -> usize {
             };
             uid(&a.uid) + action + outcome
         }
+        Event::ManifestRejected(m) => m.path.len() + m.error.len(),
     };
     trace + event
 }

@@ -4,3 +4,8 @@
 //! means for a pod worker; that is `core::dispatch`.
 
 pub mod pleg;
+pub mod file;
+
+/// What a source sends towards the engine: one ledger event, appended as an input record
+/// (no cause).
+pub type SourceEvent = crate::ledger::Event;
