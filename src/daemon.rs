@@ -233,10 +233,26 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         shutdown_rx.clone(),
     ));
     if let Some(path) = &opts.pod_manifest_path {
-        anyhow::bail!(
-            "--pod-manifest-path {}: the static pod source is not wired yet",
-            path.display()
-        );
+        let (tx, mut rx) = mpsc::channel(64);
+        tokio::spawn(crate::sources::file::run(
+            path.clone(),
+            opts.node_name.clone(),
+            opts.manifest_check_period_ms,
+            tx,
+        ));
+        let report = report.clone();
+        let mut stop = shutdown_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    e = rx.recv() => match e {
+                        Some(e) => { if !report.send(e, None).await { return; } }
+                        None => return,
+                    },
+                    r = stop.changed() => if r.is_err() || *stop.borrow() { return },
+                }
+            }
+        });
     }
     let addr = SocketAddr::new(opts.address, opts.read_only_port);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -254,7 +270,11 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let server = tokio::spawn(async move {
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
-                let _ = http_shutdown.wait_for(|v| *v).await;
+                while http_shutdown.changed().await.is_ok() {
+                    if *http_shutdown.borrow() {
+                        break;
+                    }
+                }
             })
             .await
     });
