@@ -5,12 +5,14 @@
 //! comes from the record being folded; jitter from its seq.
 
 pub mod admission;
+pub mod backoff;
 pub mod command;
 pub mod config;
 mod dispatch;
 pub mod jitter;
 pub mod merge;
 pub mod node;
+pub mod plan;
 pub mod pod;
 pub mod pod_manager;
 pub mod pod_status;
