@@ -127,7 +127,9 @@ impl Backoff {
     /// `GC`: drops the entries last updated more than `2 × max_ms` before `now`
     /// (client-go's default expiry; BO-07, run at the end of housekeeping).
     pub fn gc(&mut self, cfg: &BackoffConfig, now: Time) {
-        let idle = ms(cfg.max_ms.saturating_mul(2));
+        // Never forget an entry before its reset window: with a small configured maximum,
+        // 2 × max could drop a backoff that must still double (upstream 1.32+ keeps it).
+        let idle = ms(cfg.max_ms.saturating_mul(2).max(cfg.reset_after_ms));
         self.entries.retain(|_, e| now.since(e.last_update) <= idle);
     }
 

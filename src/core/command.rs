@@ -43,7 +43,7 @@ impl WorkType {
 }
 
 /// Which list of the pod spec a container comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ContainerKind {
     /// `spec.initContainers` (sidecars are init containers with `restartPolicy: Always`).

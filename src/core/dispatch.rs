@@ -265,7 +265,25 @@ impl Node {
         };
         for uid in &forgotten {
             self.forget_runtime_if_unowned(uid);
+            self.reasons.remove_pod(uid);
         }
+        // RemoveOrphanedStatuses: statuses of pods no config wants and no worker tracks
+        let orphaned: Vec<Uid> = {
+            let mut pods = SortedCursor::new(self.pod_manager.iter());
+            let mut workers = SortedCursor::new(self.pod_workers.statuses());
+            self.statuses
+                .iter()
+                .map(|(u, _)| u)
+                .filter(|u| pods.seek(u).is_none() && workers.seek(u).is_none())
+                .cloned()
+                .collect()
+        };
+        for uid in orphaned {
+            self.statuses.remove(&uid);
+        }
+        // backOff.GC()
+        let cfg = self.backoff_config();
+        self.backoff.gc(&cfg, now);
 
         // Desired pods without a worker: active ones start again (UID reuse), terminal
         // deleted ones that nothing runs for are killed so their status can be finalised

@@ -26,11 +26,11 @@ use super::runtime_status::{ContainerState, RuntimePodStatus, SandboxState};
 use super::timers::TimerKey;
 use super::uid::Uid;
 use super::update::PodStatusOverride;
+use crate::core::command::WorkType;
 use crate::ledger::event::{
     ActionOutcome, RuntimeAction, RuntimeActionFinished, SyncFinished, SyncOutcome,
 };
 use crate::ledger::{Event, Time};
-use crate::core::command::WorkType;
 
 /// The reason the kubelet records for a container start that waits on its backoff.
 pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
@@ -90,7 +90,8 @@ fn apply_override(status: &mut PodStatus, o: &PodStatusOverride) {
 }
 
 impl Node {
-    fn backoff_config(&self) -> BackoffConfig {
+    /// The CrashLoopBackOff settings in force.
+    pub(super) fn backoff_config(&self) -> BackoffConfig {
         BackoffConfig {
             initial_ms: self.config.crash_loop_backoff_initial_ms,
             max_ms: self.config.crash_loop_backoff_max_ms,
@@ -121,6 +122,7 @@ impl Node {
             now,
             runtime_name: &self.config.runtime_name,
             host_ip: (!self.config.node_ip.is_empty()).then_some(self.config.node_ip.as_str()),
+            evict: None,
         });
         if let Some(o) = status_override {
             apply_override(&mut status, o);
@@ -147,7 +149,13 @@ impl Node {
                             outcome: SyncOutcome::Terminal,
                         })))
                     } else {
+                        let before = self.reasons.for_pod(&uid).cloned();
                         c.plan = self.runtime_plan(&uid, &c.pod, &c.runtime, now, &mut extra);
+                        // The kubelet shows a new back-off only at the next sync; the plan's
+                        // decision is known now, so the status shows it now.
+                        if self.reasons.for_pod(&uid) != before.as_ref() {
+                            self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
+                        }
                         None
                     }
                 }
@@ -237,7 +245,8 @@ impl Node {
                     .iter()
                     .filter(|c| {
                         c.state != ContainerState::Running
-                            && spec_container(p, &c.name).is_some_and(|(_, k)| k == ContainerKind::Init)
+                            && spec_container(p, &c.name)
+                                .is_some_and(|(_, k)| k == ContainerKind::Init)
                     })
                     .map(|c| c.id.clone())
                     .collect();
@@ -295,7 +304,8 @@ impl Node {
                             message,
                         },
                     );
-                    earliest_expiry = Some(earliest_expiry.map_or(b.expires_at, |e| e.min(b.expires_at)));
+                    earliest_expiry =
+                        Some(earliest_expiry.map_or(b.expires_at, |e| e.min(b.expires_at)));
                     let sidecar = c.restart_policy.as_deref() == Some("Always");
                     if stop_at_backoff && !sidecar {
                         break;
@@ -329,7 +339,10 @@ impl Node {
         );
         if let Some(at) = earliest_expiry {
             let key = TimerKey::BackoffExpiry { uid: uid.clone() };
-            let already = self.timers.get(&key).is_some_and(|t| t.due <= at && t.due > now);
+            let already = self
+                .timers
+                .get(&key)
+                .is_some_and(|t| t.due <= at && t.due > now);
             if !already {
                 self.timers.set(key, at, extra);
             }
@@ -338,13 +351,16 @@ impl Node {
     }
 
     /// Folds a `RuntimeActionFinished`: the reason cache and the kubelet's Events.
-    pub(super) fn handle_runtime_action(&mut self, a: &RuntimeActionFinished, out: &mut Vec<Command>) {
-        let Some(p) = self
-            .pod_manager
-            .get(&a.uid)
-            .cloned()
-            .or_else(|| self.pod_workers.status(&a.uid).and_then(|s| s.last_pod().cloned()))
-        else {
+    pub(super) fn handle_runtime_action(
+        &mut self,
+        a: &RuntimeActionFinished,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(p) = self.pod_manager.get(&a.uid).cloned().or_else(|| {
+            self.pod_workers
+                .status(&a.uid)
+                .and_then(|s| s.last_pod().cloned())
+        }) else {
             return;
         };
         match (&a.action, &a.outcome) {
@@ -355,11 +371,21 @@ impl Node {
                 out.push(event(&p, EventType::Normal, "Pulled", msg));
             }
             (RuntimeAction::CreateContainer { container, .. }, ActionOutcome::Ok { .. }) => {
-                out.push(event(&p, EventType::Normal, "Created", format!("Created container {container}")));
+                out.push(event(
+                    &p,
+                    EventType::Normal,
+                    "Created",
+                    format!("Created container {container}"),
+                ));
             }
             (RuntimeAction::StartContainer { container, .. }, ActionOutcome::Ok { .. }) => {
                 self.reasons.clear(&a.uid, container);
-                out.push(event(&p, EventType::Normal, "Started", format!("Started container {container}")));
+                out.push(event(
+                    &p,
+                    EventType::Normal,
+                    "Started",
+                    format!("Started container {container}"),
+                ));
             }
             (
                 RuntimeAction::PullImage { container, .. }
@@ -375,10 +401,20 @@ impl Node {
                         message: message.clone(),
                     },
                 );
-                out.push(event(&p, EventType::Warning, "Failed", format!("Error: {message}")));
+                out.push(event(
+                    &p,
+                    EventType::Warning,
+                    "Failed",
+                    format!("Error: {message}"),
+                ));
             }
             (RuntimeAction::CreateSandbox { .. }, ActionOutcome::Failed { message, .. }) => {
-                out.push(event(&p, EventType::Warning, "FailedCreatePodSandBox", message.clone()));
+                out.push(event(
+                    &p,
+                    EventType::Warning,
+                    "FailedCreatePodSandBox",
+                    message.clone(),
+                ));
             }
             (RuntimeAction::KillContainer { name, .. }, ActionOutcome::Failed { message, .. }) => {
                 out.push(event(
@@ -404,7 +440,10 @@ fn kill_pod_plan(
 ) -> PodKill {
     let mut containers = Vec::new();
     for c in &runtime.containers {
-        if !matches!(c.state, ContainerState::Running | ContainerState::Created | ContainerState::Unknown) {
+        if !matches!(
+            c.state,
+            ContainerState::Running | ContainerState::Created | ContainerState::Unknown
+        ) {
             continue;
         }
         let spec = spec_container(p, &c.name).map(|(s, _)| s);

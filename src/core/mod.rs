@@ -10,6 +10,7 @@ pub mod command;
 pub mod config;
 mod dispatch;
 pub mod jitter;
+pub mod kubelet_sync;
 pub mod merge;
 pub mod node;
 pub mod plan;

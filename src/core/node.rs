@@ -35,6 +35,8 @@ pub struct Node {
     pub timers: Timers,
     /// Probe results by container ID (filled by the prober, issue 6).
     pub probes: super::probe_results::ProbeResults,
+    /// CrashLoopBackOff state per container key.
+    pub backoff: super::backoff::Backoff,
     /// The last start failure per pod and container (`reasonCache`).
     pub reasons: super::reason_cache::ReasonCache,
     /// Pod API statuses (the status manager's local state).
@@ -86,6 +88,13 @@ impl Node {
 
     /// Folds `record`, appending the commands it asks for to `out`.
     pub fn fold_into(&mut self, record: &Record, out: &mut Vec<Command>) {
+        let from = out.len();
+        self.fold_event(record, out);
+        // the kubelet's sync methods: statuses and runtime plans for the syncs just issued
+        self.prepare_syncs(from, out, record.at);
+    }
+
+    fn fold_event(&mut self, record: &Record, out: &mut Vec<Command>) {
         self.last_seq = record.seq;
         self.last_at = record.at;
         let now = record.at;
@@ -149,7 +158,7 @@ impl Node {
             Event::PodRejected(r) => {
                 self.rejected.insert(r.uid.clone());
             }
-            Event::RuntimeActionFinished(_) => {}
+            Event::RuntimeActionFinished(a) => self.handle_runtime_action(a, out),
             Event::NodeShutdown(_) => self.handle_node_shutdown(now, out),
             // For operators: the source keeps the file's last valid pods, so nothing changes.
             Event::ManifestRejected(_) => {}

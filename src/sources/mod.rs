@@ -3,8 +3,8 @@
 //! Owns translation from external change to ledger events. Must not decide what a change
 //! means for a pod worker; that is `core::dispatch`.
 
-pub mod pleg;
 pub mod file;
+pub mod pleg;
 
 /// What a source sends towards the engine: one ledger event, appended as an input record
 /// (no cause).

@@ -88,7 +88,11 @@ impl Agent {
                     return p;
                 }
             }
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 panic!("ledgerlet exited early ({status}):\n{log}");
             }
             assert!(Instant::now() < deadline, "ledgerlet did not start:\n{log}");
@@ -126,8 +130,17 @@ impl Agent {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
-        let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-        (status, if chunked { dechunk(body) } else { body.to_string() })
+        let chunked = head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked");
+        (
+            status,
+            if chunked {
+                dechunk(body)
+            } else {
+                body.to_string()
+            },
+        )
     }
 
     /// The pods with their statuses.
@@ -172,7 +185,12 @@ impl Agent {
 
     /// Waits until `check` returns Some, polling every 50 ms for up to `secs` seconds; on
     /// timeout, panics with `what`, the pods and the agent's log tail.
-    pub fn wait_for<T>(&self, what: &str, secs: u64, mut check: impl FnMut(&Agent) -> Option<T>) -> T {
+    pub fn wait_for<T>(
+        &self,
+        what: &str,
+        secs: u64,
+        mut check: impl FnMut(&Agent) -> Option<T>,
+    ) -> T {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             if let Some(v) = check(self) {
@@ -208,6 +226,27 @@ impl Agent {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// `/debug/ledger` replays (offline, with the library's `replay`) to exactly the state
+    /// `/debug/state` reports. The state is read first, so the ledger read after it holds at
+    /// least as many records; the replay stops at the state's last seq.
+    pub fn assert_ledger_replays_to_state(&self) {
+        let state = self.state();
+        let text = self.ledger_text();
+        let replayed = ledgerlet::replay::replay(
+            text.as_bytes(),
+            Some(ledgerlet::replay::Until::Seq(state.last_seq)),
+        )
+        .expect("the ledger replays");
+        assert_eq!(
+            replayed.node.pod_workers, state.pod_workers,
+            "replayed pod workers differ from /debug/state"
+        );
+        assert_eq!(
+            replayed.node, state,
+            "replayed node differs from /debug/state"
+        );
     }
 
     /// The agent's log so far.
@@ -263,7 +302,10 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
         let cmdline = std::fs::read(Path::new("/proc").join(pid.to_string()).join("cmdline"))
             .unwrap_or_default();
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'));
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'));
         if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
             pids.push(pid);
         }

@@ -1,4 +1,5 @@
 //! Shared test support.
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod core_harness;

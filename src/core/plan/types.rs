@@ -7,15 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Which list of the pod spec a container comes from. Sidecars (restartable init
-/// containers, `restartPolicy: Always`) are `Init`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum ContainerKind {
-    /// `spec.initContainers` (sidecars included).
-    Init,
-    /// `spec.containers`.
-    Regular,
-}
+/// Which list of the pod spec a container comes from (sidecars are `Init`); the same type
+/// the runtime plan's commands carry.
+pub use crate::core::command::ContainerKind;
 
 /// Why a container is killed (kubelet `containerKillReason`, plus the cases upstream leaves
 /// empty). Only `LivenessFailed` and `StartupFailed` change the grace period (RT-39).

@@ -47,7 +47,7 @@ pub struct SpecContainer<'a> {
 
 /// Which of the pod's container lists is being converted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ContainerKind {
+pub enum ContainerList {
     /// `spec.containers`: sorted by name.
     Regular,
     /// `spec.initContainers`: kept in spec order; one that exited 0 is never shown waiting.
@@ -214,7 +214,7 @@ pub fn convert_to_api_container_statuses(
     inputs: &ConvertInputs,
     specs: &[SpecContainer],
     previous: &[ApiContainerStatus],
-    kind: ContainerKind,
+    kind: ContainerList,
 ) -> Vec<ApiContainerStatus> {
     let pod = inputs.pod;
     let old: BTreeMap<&str, &ApiContainerStatus> =
@@ -294,7 +294,7 @@ pub fn convert_to_api_container_statuses(
     // GS-07: a container the next sync will (re)start shows why its last start failed.
     for (c, status) in specs.iter().zip(statuses.iter_mut()) {
         let newest = latest(c.name);
-        if kind == ContainerKind::Init
+        if kind == ContainerList::Init
             && newest.is_some_and(|n| n.state == ContainerState::Exited && n.exit_code == 0)
         {
             continue;
@@ -311,7 +311,7 @@ pub fn convert_to_api_container_statuses(
         status.state = Some(waiting(Some(&failure.reason), Some(&failure.message)));
     }
 
-    if kind != ContainerKind::Init {
+    if kind != ContainerList::Init {
         statuses.sort_by(|a, b| a.name.cmp(&b.name));
     }
     statuses

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
 use super::api_time::{from_api, to_api};
 use super::conditions::{self, DISRUPTION_TARGET};
 use super::containers::{
-    convert_to_api_container_statuses, ContainerKind, ConvertInputs, SpecContainer,
+    convert_to_api_container_statuses, ContainerList, ConvertInputs, SpecContainer,
 };
 use super::network;
 use super::phase::{self, get_phase, FAILED};
@@ -30,7 +30,7 @@ fn non_empty(s: Option<&String>) -> Option<String> {
     s.filter(|s| !s.is_empty()).cloned()
 }
 
-fn spec_lists(pod: &Pod) -> [(Vec<SpecContainer<'_>>, ContainerKind); 3] {
+fn spec_lists(pod: &Pod) -> [(Vec<SpecContainer<'_>>, ContainerList); 3] {
     let regular = spec::containers(pod)
         .iter()
         .map(|c| SpecContainer {
@@ -60,17 +60,17 @@ fn spec_lists(pod: &Pod) -> [(Vec<SpecContainer<'_>>, ContainerKind); 3] {
         })
         .collect();
     [
-        (regular, ContainerKind::Regular),
-        (init, ContainerKind::Init),
-        (ephemeral, ContainerKind::Ephemeral),
+        (regular, ContainerList::Regular),
+        (init, ContainerList::Init),
+        (ephemeral, ContainerList::Ephemeral),
     ]
 }
 
-fn previous(old: &PodStatus, kind: ContainerKind) -> &[ApiContainerStatus] {
+fn previous(old: &PodStatus, kind: ContainerList) -> &[ApiContainerStatus] {
     match kind {
-        ContainerKind::Regular => old.container_statuses.as_deref(),
-        ContainerKind::Init => old.init_container_statuses.as_deref(),
-        ContainerKind::Ephemeral => old.ephemeral_container_statuses.as_deref(),
+        ContainerList::Regular => old.container_statuses.as_deref(),
+        ContainerList::Init => old.init_container_statuses.as_deref(),
+        ContainerList::Ephemeral => old.ephemeral_container_statuses.as_deref(),
     }
     .unwrap_or(&[])
 }

@@ -128,6 +128,9 @@ struct Pleg {
     health: Arc<PlegHealth>,
     /// The last view reported per pod.
     previous: BTreeMap<Uid, ListedPod>,
+    /// The last status reported per pod: an identical observation with no event is not
+    /// reported again (several runtime events often describe one change).
+    reported: BTreeMap<Uid, Arc<RuntimePodStatus>>,
     /// Pods whose inspection failed: inspect again at the next relist (PL-07).
     reinspect: BTreeSet<Uid>,
     last_relist: Option<Instant>,
@@ -142,17 +145,31 @@ impl Pleg {
                 let new = listed(&status);
                 let old = self.previous.get(uid);
                 let events = diff::pod_events(old, Some(&new));
-                let observed = RuntimeStatusObserved {
-                    uid: uid.clone(),
-                    status: (!status.is_empty()).then(|| Arc::new(status)),
-                    error: None,
+                let unchanged = match self.reported.get(uid) {
+                    Some(r) => **r == status,
+                    None => status.is_empty() && old.is_none(),
                 };
-                if !self
-                    .report
-                    .send(Event::RuntimeStatusObserved(observed), None)
-                    .await
-                {
-                    return false;
+                if !(unchanged && events.is_empty()) {
+                    let status = if status.is_empty() {
+                        self.reported.remove(uid);
+                        None
+                    } else {
+                        let s = Arc::new(status);
+                        self.reported.insert(uid.clone(), s.clone());
+                        Some(s)
+                    };
+                    let observed = RuntimeStatusObserved {
+                        uid: uid.clone(),
+                        status,
+                        error: None,
+                    };
+                    if !self
+                        .report
+                        .send(Event::RuntimeStatusObserved(observed), None)
+                        .await
+                    {
+                        return false;
+                    }
                 }
                 for (id, kind) in events {
                     let e = PlegEvent {
@@ -173,6 +190,7 @@ impl Pleg {
             }
             Err(e) => {
                 metrics::counter!("ledgerlet_pleg_inspect_errors_total").increment(1);
+                self.reported.remove(uid);
                 let observed = RuntimeStatusObserved {
                     uid: uid.clone(),
                     status: None,
@@ -264,6 +282,7 @@ pub async fn run(
         report,
         health: health.clone(),
         previous: BTreeMap::new(),
+        reported: BTreeMap::new(),
         reinspect: BTreeSet::new(),
         last_relist: None,
     };
