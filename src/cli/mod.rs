@@ -8,6 +8,7 @@
 
 mod replay_cmd;
 mod run_cmd;
+mod runtime_cmd;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,9 @@ enum Cmd {
     Run(run_cmd::RunArgs),
     /// Fold an exported ledger offline and print the pod-worker state.
     Replay(replay_cmd::ReplayArgs),
+    /// The embedded CRI runtime.
+    #[command(subcommand)]
+    Runtime(runtime_cmd::RuntimeCmd),
 }
 
 /// Parses the arguments and runs the subcommand.
@@ -35,5 +39,6 @@ pub fn main() -> ExitCode {
     match cli.command {
         Cmd::Run(args) => run_cmd::run(args),
         Cmd::Replay(args) => replay_cmd::run(args),
+        Cmd::Runtime(cmd) => runtime_cmd::run(cmd),
     }
 }
