@@ -20,12 +20,19 @@ use ledgerlet::ledger::{Event, Line, Reader, Time};
 
 fn get(port: u16, path: &str) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         let mut out = String::new();
         let mut rest = body;
         while let Some((size, tail)) = rest.split_once("\r\n") {
@@ -80,7 +87,12 @@ fn main() {
         .arg(dir.path().join("logs"))
         .arg("--pod-manifest-path")
         .arg(&manifests)
-        .args(["--manifest-check-period-ms", "100", "--log-level", "warn,ledgerlet::daemon=info"])
+        .args([
+            "--manifest-check-period-ms",
+            "100",
+            "--log-level",
+            "warn,ledgerlet::daemon=info",
+        ])
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -91,7 +103,10 @@ fn main() {
         loop {
             let log = std::fs::read_to_string(dir.path().join("agent.log")).unwrap_or_default();
             if let Some(i) = log.find("address=127.0.0.1:") {
-                let p: String = log[i + 18..].chars().take_while(char::is_ascii_digit).collect();
+                let p: String = log[i + 18..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
                 break p.parse::<u16>().unwrap();
             }
             assert!(Instant::now() < deadline, "agent did not start: {log}");
@@ -102,7 +117,10 @@ fn main() {
     let mut visible: BTreeMap<String, Time> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while visible.len() < pods as usize {
-        assert!(Instant::now() < deadline, "not every pod finished: {visible:?}");
+        assert!(
+            Instant::now() < deadline,
+            "not every pod finished: {visible:?}"
+        );
         let body = get(port, "/pods");
         let now = Time::from_system();
         let list: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -111,6 +111,10 @@ impl Daemon {
                     let _ = self.timers.send((t, cause));
                 }
                 Command::RecordEvent(ev) => self.events.record(ev),
+                Command::Node(_) => {}
+                Command::SyncPodStatus(_) => {
+                    // standalone: no API server to sync to (issue 4 wires the syncer)
+                }
             }
         }
     }

@@ -102,6 +102,34 @@ fn one_of_each_kind() -> Vec<Event> {
             duration_ms: 12,
         }),
         Event::NodeShutdown(NodeShutdown {}),
+        Event::StatusSyncFinished(StatusSyncFinished {
+            uid: Uid::new("u1"),
+            version: 3,
+            outcome: StatusSyncOutcome::Failed {
+                code: Some(500),
+                message: "the server has received too many requests".into(),
+            },
+        }),
+        Event::NodeInfoObserved(NodeInfoObserved {
+            node: Arc::new(k8s_openapi::api::core::v1::Node {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: Some("node-a".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+        }),
+        Event::RuntimeHealth(RuntimeHealth {
+            runtime_ready: false,
+            network_ready: true,
+            pleg_healthy: true,
+            message: "container runtime is down".into(),
+        }),
+        Event::NodeSyncFinished(NodeSyncFinished {
+            action: NodeAction::CreateMirrorPod,
+            uid: Some(Uid::new("u1")),
+            outcome: NodeSyncOutcome::Ok,
+        }),
         Event::ManifestRejected(ManifestRejected {
             path: "/etc/kubernetes/manifests/web.yaml".into(),
             error: "/etc/kubernetes/manifests/web.yaml: spec.containers[0].image: Required value"

@@ -38,7 +38,10 @@ pub fn run(cmd: RuntimeCmd) -> ExitCode {
             .map(|p| p.join("ledgerlet-runtime"))
             .unwrap_or_else(|| PathBuf::from("ledgerlet-runtime"))
     });
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("ledgerlet runtime serve: cannot start the async runtime: {e}");

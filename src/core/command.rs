@@ -265,6 +265,76 @@ pub struct KubeEvent {
     pub message: String,
 }
 
+/// Sync one pod's status to the API server (the status manager's `syncPod`): GET the API
+/// object, skip if its UID is not the expected one, merge (`core::status::merge_pod_status`),
+/// PATCH the status subresource with a `metadata.uid` precondition if anything changed, then
+/// DELETE with grace 0 and a UID precondition if `core::status::can_be_deleted` holds for the
+/// patched object. Report `StatusSyncFinished` with the same uid and version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyncPodStatusCommand {
+    /// The pod's UID in the node (the static pod's UID for static pods).
+    pub uid: Uid,
+    /// The status version being synced.
+    pub version: u64,
+    /// Namespace of the API object.
+    pub namespace: String,
+    /// Name of the API object.
+    pub name: String,
+    /// The UID the API object must have (the mirror pod's for static pods).
+    pub api_uid: Uid,
+    /// The node's status at this version.
+    pub status: Arc<k8s_openapi::api::core::v1::PodStatus>,
+    /// The pod worker may still have running containers (no terminal phase may be written).
+    pub could_have_running_containers: bool,
+    /// `SyncTerminatedPod` completed: the pod may be deleted from the API.
+    pub pod_is_finished: bool,
+    /// The API object is a mirror pod (never deleted by the status manager).
+    pub is_mirror: bool,
+}
+
+/// A write to the API server about this node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "node_action", rename_all = "snake_case")]
+pub enum NodeCommand {
+    /// Create the Node object (`registerWithAPIServer`); if it exists already, update its
+    /// labels and annotations instead. Report `NodeSyncFinished { action: register }`.
+    Register {
+        /// The Node to create.
+        node: Arc<k8s_openapi::api::core::v1::Node>,
+    },
+    /// Create or renew the node's Lease in `kube-node-lease`. Report `renew_lease`.
+    RenewLease {
+        /// Lease name (the node name).
+        name: String,
+        /// `spec.leaseDurationSeconds`.
+        duration_s: i32,
+        /// `spec.renewTime`.
+        renew_time: crate::ledger::Time,
+    },
+    /// PATCH the Node's status subresource. Report `patch_status`.
+    PatchStatus {
+        /// The node name.
+        name: String,
+        /// The status to write.
+        status: Arc<k8s_openapi::api::core::v1::NodeStatus>,
+    },
+    /// Create a mirror pod for a static pod (`CreateMirrorPod`). Report `create_mirror_pod`.
+    CreateMirrorPod {
+        /// The mirror pod to create (the static pod with the mirror annotation and an owner
+        /// reference to the Node).
+        pod: Arc<k8s_openapi::api::core::v1::Pod>,
+    },
+    /// Delete a mirror pod with grace 0 and a UID precondition. Report `delete_mirror_pod`.
+    DeleteMirrorPod {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The mirror pod's UID (precondition).
+        uid: Uid,
+    },
+}
+
 /// A request from the core to the shell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
@@ -298,6 +368,10 @@ pub enum Command {
     SetTimer(ArmedTimer),
     /// Record a Kubernetes Event.
     RecordEvent(KubeEvent),
+    /// Sync a pod's status to the API server; report `StatusSyncFinished`.
+    SyncPodStatus(SyncPodStatusCommand),
+    /// Write something about the node to the API server; report `NodeSyncFinished`.
+    Node(NodeCommand),
 }
 
 impl Command {
@@ -313,6 +387,12 @@ impl Command {
             Command::InspectPod { .. } => "inspectPod",
             Command::SetTimer(_) => "setTimer",
             Command::RecordEvent(_) => "recordEvent",
+            Command::SyncPodStatus(_) => "status.sync",
+            Command::Node(NodeCommand::Register { .. }) => "node.register",
+            Command::Node(NodeCommand::RenewLease { .. }) => "node.renewLease",
+            Command::Node(NodeCommand::PatchStatus { .. }) => "node.patchStatus",
+            Command::Node(NodeCommand::CreateMirrorPod { .. }) => "mirrorPod.create",
+            Command::Node(NodeCommand::DeleteMirrorPod { .. }) => "mirrorPod.delete",
         }
     }
 

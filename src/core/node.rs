@@ -147,6 +147,11 @@ impl Node {
                     TimerKey::PodWork { uid } | TimerKey::BackoffExpiry { uid } => {
                         self.handle_pod_sync(uid, now, out)
                     }
+                    // the status manager and the node lifecycle arrive with issue 4
+                    TimerKey::StatusSync
+                    | TimerKey::NodeStatusUpdate
+                    | TimerKey::LeaseRenew
+                    | TimerKey::NodeRegister => {}
                     TimerKey::KillDeadline { uid, request } => {
                         self.pod_workers
                             .on_kill_deadline(cx!(self, record, out), uid, *request);
@@ -162,6 +167,8 @@ impl Node {
             Event::NodeShutdown(_) => self.handle_node_shutdown(now, out),
             // For operators: the source keeps the file's last valid pods, so nothing changes.
             Event::ManifestRejected(_) => {}
+            Event::StatusSyncFinished(_) => {}
+            Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) | Event::NodeSyncFinished(_) => {}
         }
     }
 }

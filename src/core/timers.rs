@@ -24,6 +24,14 @@ pub enum TimerKey {
     },
     /// The housekeeping tick (`HandlePodCleanups`).
     Housekeeping,
+    /// The status manager's periodic full sync (`syncBatch(true)`, every 10 s).
+    StatusSync,
+    /// Node status update (`nodeStatusUpdateFrequency`, 10 s).
+    NodeStatusUpdate,
+    /// Node lease renewal (every 10 s, a quarter of the 40 s lease).
+    LeaseRenew,
+    /// Retry node registration.
+    NodeRegister,
     /// A container's CrashLoopBackOff (or image pull backoff) expires: sync the pod then,
     /// rather than at the next resync (ledgerlet restarts at exactly the backoff).
     BackoffExpiry {

@@ -209,6 +209,119 @@ pub struct RuntimeActionFinished {
     pub duration_ms: u64,
 }
 
+/// How a status sync ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum StatusSyncOutcome {
+    /// The status was patched (and the pod deleted, if it could be).
+    Patched {
+        /// Size of the patch body in bytes.
+        patch_bytes: u64,
+        /// The pod was deleted with grace 0 afterwards.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        deleted: bool,
+    },
+    /// The API already had this status (no PATCH was sent).
+    Unchanged {
+        /// The pod was deleted with grace 0.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        deleted: bool,
+    },
+    /// The API object does not exist.
+    NotFound,
+    /// The API object has another UID (deleted and recreated): the status is stale.
+    UidChanged {
+        /// The UID found.
+        api_uid: String,
+    },
+    /// A request failed; the status manager retries.
+    Failed {
+        /// HTTP status, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<u16>,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// What the shell found out about the machine at start-up: the Node as this host would
+/// register it (labels, capacity, allocatable, addresses, node info, daemon endpoints).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfoObserved {
+    /// The Node object without conditions (the core adds them).
+    pub node: Arc<k8s_openapi::api::core::v1::Node>,
+}
+
+/// The container runtime's health changed (kubelet `updateRuntimeUp`, every 5 s, recorded
+/// only on change).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeHealth {
+    /// CRI `RuntimeReady`.
+    pub runtime_ready: bool,
+    /// CRI `NetworkReady`.
+    pub network_ready: bool,
+    /// PLEG health (`/healthz`'s pleg check).
+    pub pleg_healthy: bool,
+    /// Why not ready, if not (e.g. "container runtime is down").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// Which node write finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeAction {
+    /// `Register`.
+    Register,
+    /// `RenewLease`.
+    RenewLease,
+    /// `PatchStatus`.
+    PatchStatus,
+    /// `CreateMirrorPod`.
+    CreateMirrorPod,
+    /// `DeleteMirrorPod`.
+    DeleteMirrorPod,
+}
+
+/// A node write (`Command::Node`) finished.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeSyncFinished {
+    /// What it was.
+    pub action: NodeAction,
+    /// For mirror pods: the static pod's UID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<Uid>,
+    /// Ok, or why not.
+    pub outcome: NodeSyncOutcome,
+}
+
+/// How a node write ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum NodeSyncOutcome {
+    /// Done.
+    Ok,
+    /// Failed; retried later.
+    Failed {
+        /// HTTP status, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<u16>,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// A status sync (`SyncPodStatus`) finished.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusSyncFinished {
+    /// The pod's UID in the node.
+    pub uid: Uid,
+    /// The version that was synced.
+    pub version: u64,
+    /// How it ended.
+    pub outcome: StatusSyncOutcome,
+}
+
 /// The node is shutting down (the agent received SIGTERM with pods to stop): every pod is
 /// killed with its own grace period and new pods are rejected, as the kubelet's graceful
 /// node shutdown does.
@@ -353,6 +466,14 @@ events! {
     RuntimeActionFinished(RuntimeActionFinished),
     /// The node is shutting down.
     NodeShutdown(NodeShutdown),
+    /// A status sync finished.
+    StatusSyncFinished(StatusSyncFinished),
+    /// The machine as the node would register it.
+    NodeInfoObserved(NodeInfoObserved),
+    /// The container runtime's health changed.
+    RuntimeHealth(RuntimeHealth),
+    /// A node write finished.
+    NodeSyncFinished(NodeSyncFinished),
     /// The static pod source rejected a manifest (its last valid pods keep running).
     ManifestRejected(ManifestRejected),
 }
@@ -374,11 +495,18 @@ impl Event {
                 TimerKey::PodWork { uid }
                 | TimerKey::KillDeadline { uid, .. }
                 | TimerKey::BackoffExpiry { uid } => Some(uid.clone()),
-                TimerKey::Housekeeping => None,
+                TimerKey::Housekeeping
+                | TimerKey::StatusSync
+                | TimerKey::NodeStatusUpdate
+                | TimerKey::LeaseRenew
+                | TimerKey::NodeRegister => None,
             },
             Event::KillCompleted(e) => Some(e.uid.clone()),
             Event::PodRejected(e) => Some(e.uid.clone()),
             Event::RuntimeActionFinished(e) => Some(e.uid.clone()),
+            Event::StatusSyncFinished(e) => Some(e.uid.clone()),
+            Event::NodeSyncFinished(e) => e.uid.clone(),
+            Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) => None,
             Event::ConfigApplied(_)
             | Event::SourceReady(_)
             | Event::SyncKnownPods(_)

@@ -35,6 +35,7 @@ fn for_each_shared<'a>(e: &'a Event, mut f: impl FnMut(Shared<'a>)) {
         | Event::PodRemoved(c)
         | Event::PodDeleted(c)
         | Event::PodReconcile(c) => f(shared(&c.pod)),
+        Event::NodeInfoObserved(n) => f(shared(&n.node)),
         Event::UpdatePod(u) => {
             if let Some(p) = &u.pod {
                 f(shared(p));
@@ -98,7 +99,11 @@ fn own_heap_bytes(r: &Record) -> usize {
             TimerKey::PodWork { uid: u }
             | TimerKey::KillDeadline { uid: u, .. }
             | TimerKey::BackoffExpiry { uid: u } => uid(u),
-            TimerKey::Housekeeping => 0,
+            TimerKey::Housekeeping
+            | TimerKey::StatusSync
+            | TimerKey::NodeStatusUpdate
+            | TimerKey::LeaseRenew
+            | TimerKey::NodeRegister => 0,
         },
         Event::SyncKnownPods(s) => s.desired.as_ref().map_or(0, |d| {
             d.len() * size_of::<crate::core::uid::Uid>() + d.iter().map(uid).sum::<usize>()
@@ -124,6 +129,23 @@ fn own_heap_bytes(r: &Record) -> usize {
             uid(&a.uid) + action + outcome
         }
         Event::ManifestRejected(m) => m.path.len() + m.error.len(),
+        Event::NodeInfoObserved(_) => 0,
+        Event::RuntimeHealth(h) => h.message.len(),
+        Event::NodeSyncFinished(n) => {
+            n.uid.as_ref().map_or(0, uid)
+                + match &n.outcome {
+                    super::event::NodeSyncOutcome::Failed { message, .. } => message.len(),
+                    super::event::NodeSyncOutcome::Ok => 0,
+                }
+        }
+        Event::StatusSyncFinished(f) => {
+            uid(&f.uid)
+                + match &f.outcome {
+                    super::event::StatusSyncOutcome::UidChanged { api_uid } => api_uid.len(),
+                    super::event::StatusSyncOutcome::Failed { message, .. } => message.len(),
+                    _ => 0,
+                }
+        }
     };
     trace + event
 }
