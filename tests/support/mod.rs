@@ -1,4 +1,5 @@
-//! Shared test support.
+//! Shared test support. The test API server (`apiserver.rs`) is large, so only the tests
+//! that need it include it: `#[path = "support/apiserver.rs"] mod apiserver;`.
 #![allow(dead_code)]
 
 pub mod agent;
