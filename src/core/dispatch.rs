@@ -281,6 +281,7 @@ impl Node {
         for uid in orphaned {
             self.statuses.remove(&uid);
         }
+        self.delete_orphaned_mirror_pods(out);
         // backOff.GC()
         let cfg = self.backoff_config();
         self.backoff.gc(&cfg, now);

@@ -149,6 +149,8 @@ impl Node {
                             outcome: SyncOutcome::Terminal,
                         })))
                     } else {
+                        let p = c.pod.clone();
+                        self.sync_mirror_pod(&p, &mut extra);
                         let before = self.reasons.for_pod(&uid).cloned();
                         c.plan = self.runtime_plan(&uid, &c.pod, &c.runtime, now, &mut extra);
                         // The kubelet shows a new back-off only at the next sync; the plan's

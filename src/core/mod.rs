@@ -12,6 +12,7 @@ mod dispatch;
 pub mod jitter;
 pub mod kubelet_sync;
 pub mod merge;
+pub mod mirror;
 pub mod node;
 pub mod plan;
 pub mod pod;

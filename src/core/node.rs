@@ -41,6 +41,9 @@ pub struct Node {
     pub reasons: super::reason_cache::ReasonCache,
     /// Pod API statuses (the status manager's local state).
     pub statuses: super::status::StatusStore,
+    /// Mirror-pod writes in flight.
+    #[serde(default)]
+    pub mirror: super::mirror::MirrorState,
     /// The node is shutting down: new pods are rejected.
     #[serde(default)]
     pub shutting_down: bool,
@@ -168,7 +171,8 @@ impl Node {
             // For operators: the source keeps the file's last valid pods, so nothing changes.
             Event::ManifestRejected(_) => {}
             Event::StatusSyncFinished(_) => {}
-            Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) | Event::NodeSyncFinished(_) => {}
+            Event::NodeSyncFinished(f) => self.mirror_write_finished(f),
+            Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) => {}
         }
     }
 }

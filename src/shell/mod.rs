@@ -4,6 +4,7 @@
 //! Owns side effects. Must not decide anything the core could decide from records: a command
 //! says what to do, the shell does it and says what happened.
 
+pub mod api;
 pub mod cri_config;
 pub mod events;
 pub mod executor;

@@ -3,6 +3,7 @@
 //! Owns translation from external change to ledger events. Must not decide what a change
 //! means for a pod worker; that is `core::dispatch`.
 
+pub mod api;
 pub mod file;
 pub mod pleg;
 

@@ -1,0 +1,230 @@
+//! Carries out the core's node writes: register the Node, renew its Lease, patch its
+//! status, create and delete mirror pods.
+//!
+//! Owns the HTTP shape of each write (an existing Node on registration is adopted, a missing
+//! Lease is created, mirror pods get an owner reference to the Node). Must not decide when to
+//! write or what the status is: the core does.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+
+use super::{ApiClient, ApiError};
+use crate::core::command::NodeCommand;
+use crate::core::pod;
+use crate::ledger::event::{NodeAction, NodeSyncFinished, NodeSyncOutcome};
+
+/// The namespace node leases live in.
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// Executes node writes; remembers the Node's UID for owner references.
+#[derive(Clone)]
+pub struct NodeSync {
+    api: ApiClient,
+    node_uid: Arc<Mutex<Option<String>>>,
+}
+
+fn outcome(r: Result<(), ApiError>) -> NodeSyncOutcome {
+    match r {
+        Ok(()) => NodeSyncOutcome::Ok,
+        Err(e) => NodeSyncOutcome::Failed {
+            code: e.code,
+            message: e.message,
+        },
+    }
+}
+
+impl NodeSync {
+    /// A node writer over `api`.
+    pub fn new(api: ApiClient) -> NodeSync {
+        NodeSync {
+            api,
+            node_uid: Arc::default(),
+        }
+    }
+
+    fn owner(&self, node_name: &str) -> Option<Vec<OwnerReference>> {
+        let uid = self.node_uid.lock().expect("node uid").clone()?;
+        Some(vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name: node_name.into(),
+            uid,
+            ..OwnerReference::default()
+        }])
+    }
+
+    /// Executes one node write.
+    pub async fn execute(&self, cmd: NodeCommand) -> NodeSyncFinished {
+        match cmd {
+            NodeCommand::Register { node } => NodeSyncFinished {
+                action: NodeAction::Register,
+                uid: None,
+                outcome: outcome(self.register(&node).await),
+            },
+            NodeCommand::RenewLease {
+                name,
+                duration_s,
+                renew_time,
+            } => NodeSyncFinished {
+                action: NodeAction::RenewLease,
+                uid: None,
+                outcome: outcome(self.renew_lease(&name, duration_s, renew_time).await),
+            },
+            NodeCommand::PatchStatus { name, status } => {
+                let nodes: Api<Node> = Api::all(self.api.client());
+                let body = serde_json::json!({ "status": &*status });
+                let r = self
+                    .api
+                    .call(
+                        "PATCH",
+                        nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(body)),
+                    )
+                    .await
+                    .map(|_| ());
+                NodeSyncFinished {
+                    action: NodeAction::PatchStatus,
+                    uid: None,
+                    outcome: outcome(r),
+                }
+            }
+            NodeCommand::CreateMirrorPod { pod: p } => {
+                let static_uid = p
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(pod::CONFIG_MIRROR_ANNOTATION))
+                    .cloned();
+                let mut mirror = (*p).clone();
+                let node_name = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default();
+                mirror.metadata.owner_references = self.owner(&node_name);
+                mirror.metadata.uid = None;
+                mirror.metadata.resource_version = None;
+                let pods: Api<Pod> = Api::namespaced(self.api.client(), pod::namespace(&p));
+                let r = match self
+                    .api
+                    .call("POST", pods.create(&PostParams::default(), &mirror))
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.is_conflict() => Ok(()), // AlreadyExists: someone was quicker
+                    Err(e) => Err(e),
+                };
+                NodeSyncFinished {
+                    action: NodeAction::CreateMirrorPod,
+                    uid: static_uid.map(crate::core::Uid::new),
+                    outcome: outcome(r),
+                }
+            }
+            NodeCommand::DeleteMirrorPod {
+                namespace,
+                name,
+                uid,
+            } => {
+                let pods: Api<Pod> = Api::namespaced(self.api.client(), &namespace);
+                let params = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.to_string()),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                let r = match self.api.call("DELETE", pods.delete(&name, &params)).await {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.is_not_found() => Ok(()),
+                    Err(e) => Err(e),
+                };
+                NodeSyncFinished {
+                    action: NodeAction::DeleteMirrorPod,
+                    uid: Some(uid),
+                    outcome: outcome(r),
+                }
+            }
+        }
+    }
+
+    /// `tryRegisterWithAPIServer`: create the Node; if it exists, adopt it and bring our
+    /// labels onto it.
+    async fn register(&self, node: &Node) -> Result<(), ApiError> {
+        let nodes: Api<Node> = Api::all(self.api.client());
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let created = match self
+            .api
+            .call("POST", nodes.create(&PostParams::default(), node))
+            .await
+        {
+            Ok(n) => n,
+            Err(e) if e.is_conflict() => {
+                let labels: BTreeMap<String, String> =
+                    node.metadata.labels.clone().unwrap_or_default();
+                let patch = serde_json::json!({ "metadata": { "labels": labels } });
+                self.api
+                    .call(
+                        "PATCH",
+                        nodes.patch(&name, &PatchParams::default(), &Patch::Merge(patch)),
+                    )
+                    .await?
+            }
+            Err(e) => return Err(e),
+        };
+        *self.node_uid.lock().expect("node uid") = created.metadata.uid.clone();
+        Ok(())
+    }
+
+    /// Creates the Lease or renews it (GET then PUT with the resourceVersion; a conflict is
+    /// a failure the core retries at the next renewal).
+    async fn renew_lease(
+        &self,
+        name: &str,
+        duration_s: i32,
+        renew_time: crate::ledger::Time,
+    ) -> Result<(), ApiError> {
+        let leases: Api<Lease> = Api::namespaced(self.api.client(), LEASE_NAMESPACE);
+        let renew = MicroTime(crate::core::pod_status::time_to_api(renew_time).0);
+        match self.api.call("GET", leases.get(name)).await {
+            Ok(mut lease) => {
+                let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+                spec.holder_identity = Some(name.into());
+                spec.lease_duration_seconds = Some(duration_s);
+                spec.renew_time = Some(renew);
+                if lease.metadata.owner_references.is_none() {
+                    lease.metadata.owner_references = self.owner(name);
+                }
+                self.api
+                    .call("PUT", leases.replace(name, &PostParams::default(), &lease))
+                    .await
+                    .map(|_| ())
+            }
+            Err(e) if e.is_not_found() => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(name.into()),
+                        namespace: Some(LEASE_NAMESPACE.into()),
+                        owner_references: self.owner(name),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(name.into()),
+                        lease_duration_seconds: Some(duration_s),
+                        renew_time: Some(renew),
+                        ..LeaseSpec::default()
+                    }),
+                };
+                self.api
+                    .call("POST", leases.create(&PostParams::default(), &lease))
+                    .await
+                    .map(|_| ())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
