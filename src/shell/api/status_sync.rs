@@ -1,0 +1,100 @@
+//! Carries out `SyncPodStatus` (the status manager's `syncPod`): GET, UID check, merge,
+//! PATCH with the `metadata.uid` precondition, and DELETE with grace 0 when the pod may go.
+//!
+//! Owns the requests and their order. Must not decide anything: the merge, the patch body and
+//! whether the pod can be deleted are the core's pure functions
+//! (`core::status::{merge_pod_status, status_patch, can_be_deleted}`), applied to the object
+//! the GET returned.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+
+use super::ApiClient;
+use crate::core::command::SyncPodStatusCommand;
+use crate::core::status::{can_be_deleted, merge_pod_status, status_patch};
+use crate::ledger::event::{StatusSyncFinished, StatusSyncOutcome};
+
+fn failed(e: super::ApiError) -> StatusSyncOutcome {
+    StatusSyncOutcome::Failed {
+        code: e.code,
+        message: e.message,
+    }
+}
+
+/// Runs one status sync and says how it ended.
+pub async fn sync_pod_status(api: &ApiClient, cmd: &SyncPodStatusCommand) -> StatusSyncFinished {
+    let outcome = run(api, cmd).await;
+    metrics::counter!("ledgerlet_status_syncs_total", "outcome" => outcome_label(&outcome))
+        .increment(1);
+    StatusSyncFinished {
+        uid: cmd.uid.clone(),
+        version: cmd.version,
+        outcome,
+    }
+}
+
+fn outcome_label(o: &StatusSyncOutcome) -> &'static str {
+    match o {
+        StatusSyncOutcome::Patched { .. } => "patched",
+        StatusSyncOutcome::Unchanged { .. } => "unchanged",
+        StatusSyncOutcome::NotFound => "not_found",
+        StatusSyncOutcome::UidChanged { .. } => "uid_changed",
+        StatusSyncOutcome::Failed { .. } => "failed",
+    }
+}
+
+async fn run(api: &ApiClient, cmd: &SyncPodStatusCommand) -> StatusSyncOutcome {
+    let pods: Api<Pod> = Api::namespaced(api.client(), &cmd.namespace);
+    let current = match api.call("GET", pods.get(&cmd.name)).await {
+        Ok(p) => p,
+        Err(e) if e.is_not_found() => return StatusSyncOutcome::NotFound,
+        Err(e) => return failed(e),
+    };
+    let api_uid = current.metadata.uid.clone().unwrap_or_default();
+    if api_uid != cmd.api_uid.as_str() {
+        return StatusSyncOutcome::UidChanged { api_uid };
+    }
+    let old = current.status.clone().unwrap_or_default();
+    let merged = merge_pod_status(&old, &cmd.status, cmd.could_have_running_containers);
+    let (patched, patch_bytes) = match status_patch(&current, &merged) {
+        None => (current, None),
+        Some(body) => {
+            let bytes = serde_json::to_vec(&body).map_or(0, |b| b.len() as u64);
+            match api
+                .call(
+                    "PATCH",
+                    pods.patch_status(&cmd.name, &PatchParams::default(), &Patch::Strategic(body)),
+                )
+                .await
+            {
+                Ok(p) => (p, Some(bytes)),
+                Err(e) if e.is_not_found() => return StatusSyncOutcome::NotFound,
+                // a conflict (the UID precondition) is retried; the next GET tells why
+                Err(e) => return failed(e),
+            }
+        }
+    };
+    let mut deleted = false;
+    if can_be_deleted(&patched, cmd.pod_is_finished, cmd.is_mirror) {
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(api_uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.call("DELETE", pods.delete(&cmd.name, &params)).await {
+            Ok(_) => deleted = true,
+            Err(e) if e.is_not_found() => deleted = true,
+            Err(e) => return failed(e),
+        }
+    }
+    match patch_bytes {
+        Some(patch_bytes) => StatusSyncOutcome::Patched {
+            patch_bytes,
+            deleted,
+        },
+        None => StatusSyncOutcome::Unchanged { deleted },
+    }
+}
