@@ -13,6 +13,7 @@ pub mod jitter;
 pub mod kubelet_sync;
 pub mod merge;
 pub mod node;
+pub mod node_status;
 pub mod plan;
 pub mod pod;
 pub mod pod_manager;
