@@ -28,9 +28,14 @@ use crate::ledger::event::{ConfigApplied, NodeShutdown};
 use crate::ledger::{Event, LedgerConfig, Time};
 use crate::observe::http::{self, HttpState};
 use crate::runtime::{EmbeddedRuntime, RuntimeOptions};
+use crate::shell::api::events::EventSink;
+use crate::shell::api::node_sync::NodeSync;
+use crate::shell::api::{ApiClient, ApiLimits};
 use crate::shell::cri_config::NodeContext;
 use crate::shell::events::EventLog;
 use crate::shell::executor::Executor;
+use crate::shell::machine::{self, MachineConfig};
+use crate::shell::runtime_health;
 use crate::shell::{timers, Input, Report};
 use crate::sources::pleg::{self, PlegHealth, PlegOptions};
 
@@ -49,6 +54,12 @@ pub struct RunOptions {
     pub pod_manifest_path: Option<PathBuf>,
     /// How often the manifest directory is rescanned.
     pub manifest_check_period_ms: u64,
+    /// A kubeconfig: join that cluster (`None`: standalone, static pods only).
+    pub kubeconfig: Option<PathBuf>,
+    /// API client rate limit (kubelet `--kube-api-qps`/`--kube-api-burst`).
+    pub api_limits: ApiLimits,
+    /// Events' rate limit (kubelet `--event-qps`/`--event-burst`).
+    pub event_limits: ApiLimits,
     /// A CRI endpoint; `None` starts the embedded runtime.
     pub container_runtime_endpoint: Option<String>,
     /// Per-call CRI timeout (kubelet `--runtime-request-timeout`, 2 min).
@@ -76,6 +87,16 @@ struct Daemon {
     executor: Executor,
     timers: mpsc::UnboundedSender<timers::Arm>,
     events: Arc<EventLog>,
+    report: Report,
+    /// The cluster connection, when the node joined one.
+    cluster: Option<Cluster>,
+}
+
+/// What the daemon uses to talk to the API server.
+struct Cluster {
+    api: ApiClient,
+    node_sync: NodeSync,
+    events: EventSink,
 }
 
 impl Daemon {
@@ -110,10 +131,30 @@ impl Daemon {
                 Command::SetTimer(t) => {
                     let _ = self.timers.send((t, cause));
                 }
-                Command::RecordEvent(ev) => self.events.record(ev),
-                Command::Node(_) => {}
-                Command::SyncPodStatus(_) => {
-                    // standalone: no API server to sync to (issue 4 wires the syncer)
+                Command::RecordEvent(ev) => {
+                    if let Some(c) = &self.cluster {
+                        c.events.send(ev.clone());
+                    }
+                    self.events.record(ev);
+                }
+                Command::Node(c) => {
+                    let Some(cluster) = &self.cluster else {
+                        continue;
+                    };
+                    let node_sync = cluster.node_sync.clone();
+                    let report = self.report.clone();
+                    tokio::spawn(async move {
+                        let done = node_sync.execute(c).await;
+                        report
+                            .send(Event::NodeSyncFinished(done), Some(cause))
+                            .await;
+                    });
+                }
+                Command::SyncPodStatus(c) => {
+                    let Some(cluster) = &self.cluster else {
+                        continue;
+                    };
+                    let _ = (&cluster.api, c);
                 }
             }
         }
@@ -191,6 +232,22 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .with_context(|| format!("the container runtime at {endpoint} does not answer Version"))?;
     tracing::info!(runtime = %version.runtime_name, version = %version.runtime_version, api = %version.runtime_api_version, "connected to the container runtime");
 
+    let cluster = match &opts.kubeconfig {
+        Some(path) => {
+            let api = ApiClient::from_kubeconfig(path, opts.api_limits).await?;
+            let events = crate::shell::api::events::spawn(
+                api.with_limits(opts.event_limits),
+                opts.node_name.clone(),
+                1000,
+            );
+            Some(Cluster {
+                node_sync: NodeSync::new(api.clone()),
+                events,
+                api,
+            })
+        }
+        None => None,
+    };
     let (report, mut inbox) = Report::channel(opts.inbox_capacity);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let engine = Arc::new(Mutex::new(Engine::new(opts.ledger.clone())));
@@ -209,6 +266,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         ),
         timers: arm_tx,
         events: events.clone(),
+        report: report.clone(),
+        cluster,
     };
 
     let mut core = opts.core.clone();
@@ -219,9 +278,14 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     if opts.pod_manifest_path.is_some() {
         core.sources.push(PodSource::File);
     }
+    if daemon.cluster.is_some() {
+        core.sources.push(PodSource::Api);
+    }
     core.validate().context("invalid configuration")?;
     let emitted = daemon.submit(Input {
-        event: Event::ConfigApplied(ConfigApplied { config: core }),
+        event: Event::ConfigApplied(ConfigApplied {
+            config: Box::new(core),
+        }),
         cause: None,
         trace: None,
     });
@@ -229,6 +293,46 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
 
     tokio::spawn(timers::run(arm_rx, report.clone()));
     let health = Arc::new(PlegHealth::new(opts.pleg.relist_threshold_ms));
+    let addr = SocketAddr::new(opts.address, opts.read_only_port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (--address/--read-only-port)"))?;
+    let bound = listener.local_addr()?;
+    // what this machine is, as the Node would register it
+    let info = machine::observe(&MachineConfig {
+        node_name: opts.node_name.clone(),
+        hostname: machine::system_hostname(),
+        node_ip: opts.node_ip.clone(),
+        max_pods: opts.core.max_pods,
+        root_dir: opts.root_dir.clone(),
+        http_port: bound.port(),
+        runtime_name: version.runtime_name.clone(),
+        runtime_version: version.runtime_version.clone(),
+    });
+    let emitted = daemon.submit(Input {
+        event: Event::NodeInfoObserved(info),
+        cause: None,
+        trace: None,
+    });
+    daemon.dispatch(emitted);
+    {
+        let pleg_health = health.clone();
+        tokio::spawn(runtime_health::run(
+            cri.clone(),
+            runtime_health::DEFAULT_PERIOD_MS,
+            move || pleg_health.check(),
+            report.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
+    if let Some(c) = &daemon.cluster {
+        tokio::spawn(crate::sources::api::run(
+            c.api.client(),
+            opts.node_name.clone(),
+            report.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
     tokio::spawn(pleg::run(
         cri.clone(),
         opts.pleg.clone(),
@@ -258,11 +362,6 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             }
         });
     }
-    let addr = SocketAddr::new(opts.address, opts.read_only_port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr} (--address/--read-only-port)"))?;
-    let bound = listener.local_addr()?;
     tracing::info!(address = %bound, "serving /healthz, /metrics, /pods, /debug/ledger, /debug/state");
     let mut http_shutdown = shutdown_rx.clone();
     let router = http::router(HttpState {

@@ -32,11 +32,11 @@ fn one_of_each_kind() -> Vec<Event> {
     kill.start_time = Some(Time::from_unix_nanos(1_700_000_000_123_456_789));
     vec![
         Event::ConfigApplied(ConfigApplied {
-            config: CoreConfig {
+            config: Box::new(CoreConfig {
                 node_name: "n".into(),
                 sources: vec![PodSource::File, PodSource::Api],
                 ..CoreConfig::default()
-            },
+            }),
         }),
         Event::SourceReady(SourceReady { source }),
         Event::PodAdded(change.clone()),

@@ -25,7 +25,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run the node agent.
-    Run(run_cmd::RunArgs),
+    Run(Box<run_cmd::RunArgs>),
     /// Fold an exported ledger offline and print the pod-worker state.
     Replay(replay_cmd::ReplayArgs),
     /// The embedded CRI runtime.
@@ -37,7 +37,7 @@ enum Cmd {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run(args) => run_cmd::run(args),
+        Cmd::Run(args) => run_cmd::run(*args),
         Cmd::Replay(args) => replay_cmd::run(args),
         Cmd::Runtime(cmd) => runtime_cmd::run(cmd),
     }

@@ -38,6 +38,22 @@ pub struct RunArgs {
     /// The node's IP, used for host-network pods and `status.hostIP`.
     #[arg(long, default_value = "127.0.0.1")]
     node_ip: String,
+    /// Join the cluster of this kubeconfig (its current context). Without it the node runs
+    /// standalone: static pods only, as the kubelet does.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// API requests per second (kubelet --kube-api-qps).
+    #[arg(long, default_value_t = 50.0)]
+    kube_api_qps: f64,
+    /// API request burst (kubelet --kube-api-burst).
+    #[arg(long, default_value_t = 100)]
+    kube_api_burst: u32,
+    /// Events per second (kubelet --event-qps).
+    #[arg(long, default_value_t = 50.0)]
+    event_qps: f64,
+    /// Event burst (kubelet --event-burst).
+    #[arg(long, default_value_t = 100)]
+    event_burst: u32,
     /// Static pod manifests: a directory of YAML/JSON files or one file.
     #[arg(long)]
     pod_manifest_path: Option<PathBuf>,
@@ -142,6 +158,15 @@ pub fn run(args: RunArgs) -> ExitCode {
         root_dir,
         pod_logs_dir,
         pod_manifest_path: args.pod_manifest_path,
+        kubeconfig: args.kubeconfig,
+        api_limits: crate::shell::api::ApiLimits {
+            qps: args.kube_api_qps,
+            burst: args.kube_api_burst,
+        },
+        event_limits: crate::shell::api::ApiLimits {
+            qps: args.event_qps,
+            burst: args.event_burst,
+        },
         manifest_check_period_ms: args.manifest_check_period_ms,
         container_runtime_endpoint: args.container_runtime_endpoint,
         runtime_request_timeout_ms: args.runtime_request_timeout_ms,

@@ -59,6 +59,44 @@ pub struct CoreConfig {
     /// A container that ran longer than this before crashing restarts without backoff
     /// (10 min, fixed upstream).
     pub crash_loop_backoff_reset_ms: u64,
+    /// Registration, Lease and node status timings. Boxed to keep `ConfigApplied` (and so
+    /// every `Event`) small; flattened, so its fields are plain `CoreConfig` fields on the wire.
+    #[serde(flatten)]
+    pub node_lifecycle: Box<NodeLifecycleConfig>,
+}
+
+/// The node lifecycle's timings (`core::node_status`), with the kubelet's defaults.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodeLifecycleConfig {
+    /// How often the node status is computed and, if it changed, patched (kubelet
+    /// `nodeStatusUpdateFrequency`, 10 s).
+    pub node_status_update_frequency_ms: u64,
+    /// An unchanged node status is still patched (a heartbeat) this long after the last
+    /// successful report (kubelet `nodeStatusReportFrequency`, 5 min).
+    pub node_status_report_frequency_ms: u64,
+    /// `spec.leaseDurationSeconds` of the node's Lease (kubelet `nodeLeaseDurationSeconds`,
+    /// 40).
+    pub node_lease_duration_s: i32,
+    /// How often the Lease is renewed (the kubelet's 0.25 × lease duration, 10 s).
+    pub lease_renew_interval_ms: u64,
+    /// First delay before retrying a failed registration (`registerWithAPIServer`, 100 ms).
+    pub node_register_backoff_initial_ms: u64,
+    /// Largest registration retry delay (the delay doubles up to this, 7 s).
+    pub node_register_backoff_max_ms: u64,
+}
+
+impl Default for NodeLifecycleConfig {
+    fn default() -> Self {
+        NodeLifecycleConfig {
+            node_status_update_frequency_ms: 10_000,
+            node_status_report_frequency_ms: 300_000,
+            node_lease_duration_s: 40,
+            lease_renew_interval_ms: 10_000,
+            node_register_backoff_initial_ms: 100,
+            node_register_backoff_max_ms: 7_000,
+        }
+    }
 }
 
 impl Default for CoreConfig {
@@ -77,6 +115,7 @@ impl Default for CoreConfig {
             crash_loop_backoff_initial_ms: 10_000,
             crash_loop_backoff_max_ms: 300_000,
             crash_loop_backoff_reset_ms: 600_000,
+            node_lifecycle: Box::default(),
         }
     }
 }
@@ -126,6 +165,36 @@ impl CoreConfig {
                 why: "must be at least crash_loop_backoff_initial_ms",
             });
         }
+        let n = &self.node_lifecycle;
+        positive(
+            "node_status_update_frequency_ms",
+            n.node_status_update_frequency_ms,
+        )?;
+        positive(
+            "node_status_report_frequency_ms",
+            n.node_status_report_frequency_ms,
+        )?;
+        positive("lease_renew_interval_ms", n.lease_renew_interval_ms)?;
+        if n.node_lease_duration_s <= 0
+            || n.lease_renew_interval_ms >= n.node_lease_duration_s as u64 * 1_000
+        {
+            return Err(ConfigError {
+                field: "node_lease_duration_s",
+                value: n.node_lease_duration_s.to_string(),
+                why: "must be positive and longer than lease_renew_interval_ms",
+            });
+        }
+        positive(
+            "node_register_backoff_initial_ms",
+            n.node_register_backoff_initial_ms,
+        )?;
+        if n.node_register_backoff_max_ms < n.node_register_backoff_initial_ms {
+            return Err(ConfigError {
+                field: "node_register_backoff_max_ms",
+                value: n.node_register_backoff_max_ms.to_string(),
+                why: "must be at least node_register_backoff_initial_ms",
+            });
+        }
         Ok(())
     }
 }
@@ -156,6 +225,62 @@ mod tests {
             "backoff reset after 10 min"
         );
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn node_lifecycle_defaults_are_the_kubelet_defaults() {
+        let c = &CoreConfig::default().node_lifecycle;
+        assert_eq!(
+            c.node_status_update_frequency_ms, 10_000,
+            "nodeStatusUpdateFrequency 10s"
+        );
+        assert_eq!(
+            c.node_status_report_frequency_ms, 300_000,
+            "nodeStatusReportFrequency 5m"
+        );
+        assert_eq!(c.node_lease_duration_s, 40, "nodeLeaseDurationSeconds 40");
+        assert_eq!(
+            c.lease_renew_interval_ms,
+            c.node_lease_duration_s as u64 * 1_000 / 4,
+            "renew interval = 0.25 x lease duration"
+        );
+        assert_eq!(
+            c.node_register_backoff_initial_ms, 100,
+            "registration step 100ms"
+        );
+        assert_eq!(
+            c.node_register_backoff_max_ms, 7_000,
+            "registration step cap 7s"
+        );
+    }
+
+    #[test]
+    fn a_lease_renewed_no_faster_than_it_expires_is_rejected() {
+        let mut c = CoreConfig::default();
+        c.node_lifecycle.node_lease_duration_s = 10;
+        assert_eq!(c.validate().unwrap_err().field, "node_lease_duration_s");
+    }
+
+    #[test]
+    fn node_lifecycle_fields_are_plain_config_fields_on_the_wire() {
+        let mut c = CoreConfig::default();
+        c.node_lifecycle.lease_renew_interval_ms = 5_000;
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["lease_renew_interval_ms"], 5_000);
+        assert_eq!(v["node_lease_duration_s"], 40);
+        let back: CoreConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(back, c);
+        let partial: CoreConfig =
+            serde_json::from_str(r#"{"node_status_report_frequency_ms": 60000}"#).unwrap();
+        assert_eq!(
+            partial.node_lifecycle.node_status_report_frequency_ms,
+            60_000
+        );
+        assert_eq!(
+            partial.node_lifecycle.node_status_update_frequency_ms,
+            10_000
+        );
+        assert_eq!(partial.max_pods, 110);
     }
 
     #[test]

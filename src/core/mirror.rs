@@ -73,7 +73,11 @@ impl Node {
 
     /// The mirror-pod part of `SyncPod` for a static pod.
     pub(super) fn sync_mirror_pod(&mut self, static_pod: &Pod, out: &mut Vec<Command>) {
-        if !self.has_api_source() || !pod::is_static(static_pod) {
+        // the mirror needs the Node (its owner) to exist, as the kubelet checks
+        if !self.has_api_source()
+            || !pod::is_static(static_pod)
+            || !self.node_status.is_registered()
+        {
             return;
         }
         let full = pod::full_name(static_pod);

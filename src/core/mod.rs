@@ -14,6 +14,7 @@ pub mod kubelet_sync;
 pub mod merge;
 pub mod mirror;
 pub mod node;
+pub mod node_status;
 pub mod plan;
 pub mod pod;
 pub mod pod_manager;

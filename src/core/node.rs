@@ -16,6 +16,7 @@ use super::pod_workers::{Cx, PodWorkers};
 use super::runtime_status::RuntimeCache;
 use super::timers::{TimerKey, Timers};
 use super::uid::Uid;
+use crate::ledger::event::NodeAction;
 use crate::ledger::{Event, Record, Time};
 
 /// Everything the core knows about the node.
@@ -44,6 +45,9 @@ pub struct Node {
     /// Mirror-pod writes in flight.
     #[serde(default)]
     pub mirror: super::mirror::MirrorState,
+    /// Registration, Lease and node status towards the API server.
+    #[serde(default)]
+    pub node_status: super::node_status::NodeLifecycle,
     /// The node is shutting down: new pods are rejected.
     #[serde(default)]
     pub shutting_down: bool,
@@ -70,6 +74,19 @@ macro_rules! cx {
             config: &$node.config,
             pods: &$node.pod_manager,
             runtime: &$node.runtime,
+            timers: &mut $node.timers,
+            out: $out,
+        }
+    };
+}
+
+/// The context of a node lifecycle reducer (`core::node_status`).
+macro_rules! ncx {
+    ($node:ident, $now:ident, $out:ident) => {
+        &mut super::node_status::NodeCx {
+            now: $now,
+            config: &$node.config,
+            shutting_down: $node.shutting_down,
             timers: &mut $node.timers,
             out: $out,
         }
@@ -103,11 +120,12 @@ impl Node {
         let now = record.at;
         match &record.event {
             Event::ConfigApplied(c) => {
-                self.config = c.config.clone();
+                self.config = (*c.config).clone();
                 if self.timers.get(&TimerKey::Housekeeping).is_none() {
                     let due = now.plus_ms(self.config.housekeeping_period_ms);
                     self.timers.set(TimerKey::Housekeeping, due, out);
                 }
+                self.node_status.on_config(ncx!(self, now, out));
             }
             Event::SourceReady(s) => self.source_seen(s.source),
             Event::PodAdded(c) => {
@@ -150,11 +168,11 @@ impl Node {
                     TimerKey::PodWork { uid } | TimerKey::BackoffExpiry { uid } => {
                         self.handle_pod_sync(uid, now, out)
                     }
-                    // the status manager and the node lifecycle arrive with issue 4
-                    TimerKey::StatusSync
-                    | TimerKey::NodeStatusUpdate
-                    | TimerKey::LeaseRenew
-                    | TimerKey::NodeRegister => {}
+                    // the status manager arrives with issue 4
+                    TimerKey::StatusSync => {}
+                    TimerKey::NodeStatusUpdate | TimerKey::LeaseRenew | TimerKey::NodeRegister => {
+                        self.node_status.on_timer(ncx!(self, now, out), &t.key)
+                    }
                     TimerKey::KillDeadline { uid, request } => {
                         self.pod_workers
                             .on_kill_deadline(cx!(self, record, out), uid, *request);
@@ -167,12 +185,23 @@ impl Node {
                 self.rejected.insert(r.uid.clone());
             }
             Event::RuntimeActionFinished(a) => self.handle_runtime_action(a, out),
-            Event::NodeShutdown(_) => self.handle_node_shutdown(now, out),
+            Event::NodeShutdown(_) => {
+                self.handle_node_shutdown(now, out);
+                self.node_status.on_node_shutdown(ncx!(self, now, out));
+            }
             // For operators: the source keeps the file's last valid pods, so nothing changes.
             Event::ManifestRejected(_) => {}
             Event::StatusSyncFinished(_) => {}
-            Event::NodeSyncFinished(f) => self.mirror_write_finished(f),
-            Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) => {}
+            Event::NodeInfoObserved(n) => self.node_status.on_node_info(ncx!(self, now, out), n),
+            Event::RuntimeHealth(h) => self.node_status.on_runtime_health(ncx!(self, now, out), h),
+            Event::NodeSyncFinished(f) => match f.action {
+                NodeAction::Register | NodeAction::RenewLease | NodeAction::PatchStatus => {
+                    self.node_status.on_sync_finished(ncx!(self, now, out), f)
+                }
+                NodeAction::CreateMirrorPod | NodeAction::DeleteMirrorPod => {
+                    self.mirror_write_finished(f)
+                }
+            },
         }
     }
 }

@@ -22,8 +22,9 @@ use crate::core::update::UpdatePod;
 /// The agent applied a configuration; the core folds everything after it with these values.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConfigApplied {
-    /// The configuration.
-    pub config: CoreConfig,
+    /// The configuration (boxed: it is the largest payload and appears once per run, so it
+    /// should not set the size of every record).
+    pub config: Box<CoreConfig>,
 }
 
 /// A config source delivered its initial state (kubelet `sourcesReady.AddSource`).

@@ -8,6 +8,8 @@ pub mod api;
 pub mod cri_config;
 pub mod events;
 pub mod executor;
+pub mod machine;
+pub mod runtime_health;
 pub mod runtime_view;
 pub mod timers;
 

@@ -166,7 +166,9 @@ impl Sim {
             config,
         };
         let core = sim.config.core.clone();
-        sim.input(Event::ConfigApplied(ConfigApplied { config: core }));
+        sim.input(Event::ConfigApplied(ConfigApplied {
+            config: Box::new(core),
+        }));
         sim
     }
 

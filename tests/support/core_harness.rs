@@ -157,7 +157,9 @@ impl Harness {
             commands: Vec::new(),
             runtime: BTreeMap::new(),
         };
-        h.submit(Event::ConfigApplied(ConfigApplied { config }));
+        h.submit(Event::ConfigApplied(ConfigApplied {
+            config: Box::new(config),
+        }));
         h
     }
 

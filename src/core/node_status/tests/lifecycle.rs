@@ -1,0 +1,199 @@
+//! Registration, its backoff, the Lease, and the API-source gate.
+
+use super::*;
+
+#[test]
+fn registers_then_renews_the_lease_and_patches_the_status() {
+    let mut w = World::new(vec![PodSource::Api]);
+    // No machine yet: nothing to register.
+    assert!(node_commands(&w.feed(0, Event::RuntimeHealth(healthy()))).is_empty());
+
+    let out = w.feed(1_000, Event::NodeInfoObserved(machine()));
+    let cmds = node_commands(&out);
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    let NodeCommand::Register { node } = cmds[0] else {
+        panic!("expected Register, got {cmds:?}");
+    };
+    assert_eq!(node.metadata.name.as_deref(), Some("node-a"));
+    let labels = node.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["kubernetes.io/hostname"], "node-a");
+    let status = node.status.as_ref().unwrap();
+    let types: Vec<&str> = status
+        .conditions
+        .iter()
+        .flatten()
+        .map(|c| c.type_.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"],
+        "Ready is last, as upstream keeps it"
+    );
+    assert_eq!(ready(status).status, "True");
+    assert_eq!(ready(status).reason.as_deref(), Some("KubeletReady"));
+    assert_eq!(
+        ready(status).message.as_deref(),
+        Some("kubelet is posting ready status")
+    );
+    assert_eq!(status.capacity.as_ref().unwrap()["cpu"].0, "4");
+    assert_eq!(
+        events(&out),
+        [
+            "NodeHasSufficientMemory",
+            "NodeHasNoDiskPressure",
+            "NodeHasSufficientPID"
+        ]
+    );
+    // Until the Node exists: no Lease, no status, no timers for them.
+    assert!(w.due_ms(&TimerKey::LeaseRenew).is_none());
+    assert!(w.due_ms(&TimerKey::NodeStatusUpdate).is_none());
+    assert!(node_commands(&w.feed(1_500, Event::RuntimeHealth(healthy()))).is_empty());
+
+    let out = w.feed(2_000, finished(NodeAction::Register, true));
+    let cmds = node_commands(&out);
+    assert!(matches!(cmds[0], NodeCommand::PatchStatus { name, .. } if name == "node-a"));
+    assert_eq!(
+        cmds[1],
+        &NodeCommand::RenewLease {
+            name: "node-a".into(),
+            duration_s: 40,
+            renew_time: at(2_000),
+        }
+    );
+    assert_eq!(cmds.len(), 2);
+    assert!(w.node.node_status.is_registered());
+    assert_eq!(w.due_ms(&TimerKey::NodeStatusUpdate), Some(12_000));
+    assert_eq!(w.due_ms(&TimerKey::LeaseRenew), Some(12_000));
+
+    w.feed(2_000, finished(NodeAction::RenewLease, true));
+    assert_eq!(w.node.node_status.lease_renewed, Some(at(2_000)));
+    let mut renewals = Vec::new();
+    for _ in 0..3 {
+        let (ms, out) = w.fire(TimerKey::LeaseRenew);
+        for c in node_commands(&out) {
+            if let NodeCommand::RenewLease { renew_time, .. } = c {
+                renewals.push((ms, *renew_time));
+            }
+        }
+        w.feed(ms, finished(NodeAction::RenewLease, true));
+    }
+    assert_eq!(
+        renewals,
+        [
+            (12_000, at(12_000)),
+            (22_000, at(22_000)),
+            (32_000, at(32_000))
+        ]
+    );
+}
+
+#[test]
+fn failed_registration_is_retried_with_the_kubelet_backoff() {
+    let mut w = World::new(vec![PodSource::Api]);
+    w.feed(0, Event::NodeInfoObserved(machine()));
+    let mut now = 0;
+    let mut delays = Vec::new();
+    for _ in 0..10 {
+        let out = w.feed(now, finished(NodeAction::Register, false));
+        assert!(node_commands(&out).is_empty(), "no write until the timer");
+        let due = w.due_ms(&TimerKey::NodeRegister).expect("retry armed");
+        delays.push(due - now);
+        let (ms, out) = w.fire(TimerKey::NodeRegister);
+        assert!(matches!(
+            node_commands(&out)[..],
+            [NodeCommand::Register { .. }]
+        ));
+        now = ms;
+    }
+    assert_eq!(
+        delays,
+        [100, 200, 400, 800, 1_600, 3_200, 6_400, 7_000, 7_000, 7_000]
+    );
+    assert!(
+        w.due_ms(&TimerKey::LeaseRenew).is_none(),
+        "no lease before registration"
+    );
+
+    w.feed(now, finished(NodeAction::Register, true));
+    assert!(w.node.node_status.is_registered());
+    assert_eq!(w.node.node_status.register_failures, 0);
+}
+
+#[test]
+fn register_backoff_follows_upstream_steps() {
+    let c = CoreConfig::default().node_lifecycle;
+    let steps: Vec<u64> = (1..=9).map(|n| register_backoff_ms(&c, n)).collect();
+    assert_eq!(steps, [100, 200, 400, 800, 1600, 3200, 6400, 7000, 7000]);
+    assert_eq!(register_backoff_ms(&c, u32::MAX), 7000);
+}
+
+#[test]
+fn without_an_api_source_nothing_is_written() {
+    let mut w = World::new(vec![PodSource::File]);
+    let mut out = w.feed(0, Event::NodeInfoObserved(machine()));
+    out.extend(w.feed(5_000, Event::RuntimeHealth(healthy())));
+    out.extend(w.feed(6_000, Event::NodeShutdown(NodeShutdown {})));
+    assert!(node_commands(&out).is_empty(), "{out:?}");
+    for key in [
+        TimerKey::NodeRegister,
+        TimerKey::LeaseRenew,
+        TimerKey::NodeStatusUpdate,
+    ] {
+        assert!(w.due_ms(&key).is_none(), "{key:?} armed");
+    }
+
+    // Adding the API source starts registration.
+    let config = CoreConfig {
+        sources: vec![PodSource::File, PodSource::Api],
+        ..w.node.config.clone()
+    };
+    let out = w.feed(
+        7_000,
+        Event::ConfigApplied(ConfigApplied {
+            config: Box::new(config),
+        }),
+    );
+    assert!(matches!(
+        node_commands(&out)[..],
+        [NodeCommand::Register { .. }]
+    ));
+}
+
+#[test]
+fn a_failed_renewal_is_retried_at_the_next_tick() {
+    let mut w = World::registered(0);
+    let (ms, out) = w.fire(TimerKey::LeaseRenew);
+    assert_eq!(ms, 10_000);
+    assert_eq!(node_commands(&out).len(), 1);
+    w.feed(ms, finished(NodeAction::RenewLease, false));
+    assert_eq!(w.node.node_status.lease_renewed, Some(at(0)));
+    let (ms, out) = w.fire(TimerKey::LeaseRenew);
+    assert_eq!(ms, 20_000);
+    assert!(matches!(
+        node_commands(&out)[..],
+        [NodeCommand::RenewLease { renew_time, .. }] if *renew_time == at(20_000)
+    ));
+}
+
+#[test]
+fn a_tick_while_a_renewal_is_in_flight_sends_no_second_one() {
+    let mut w = World::registered(0);
+    let (_, out) = w.fire(TimerKey::LeaseRenew);
+    assert_eq!(node_commands(&out).len(), 1);
+    let (ms, out) = w.fire(TimerKey::LeaseRenew);
+    assert!(node_commands(&out).is_empty());
+    assert_eq!(w.due_ms(&TimerKey::LeaseRenew), Some(ms + 10_000));
+}
+
+#[test]
+fn lifecycle_state_round_trips_through_json() {
+    let w = World::registered(3_000);
+    let json = serde_json::to_string(&w.node).unwrap();
+    let back: Node = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, w.node);
+    // a snapshot from before this field existed still loads
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v.as_object_mut().unwrap().remove("node_status");
+    let old: Node = serde_json::from_value(v).unwrap();
+    assert!(!old.node_status.is_registered());
+}
