@@ -400,11 +400,12 @@ fn statuses_converge_after_30_s_of_errors_and_no_exit_code_is_lost() {
             })
             .then_some(())
     });
-    let mut fault = FaultConfig::default();
-    fault.error_rate_per_million = 1_000_000;
-    fault.error_status = 500;
-    fault.only_paths = vec!["/api/v1/namespaces/default/pods".into()];
-    c.api.set_fault(fault);
+    c.api.set_fault(FaultConfig {
+        error_rate_per_million: 1_000_000,
+        error_status: 500,
+        only_paths: vec!["/api/v1/namespaces/default/pods".into()],
+        ..FaultConfig::default()
+    });
     std::thread::sleep(Duration::from_secs(30));
     c.api.clear_fault();
     for i in 0..3 {
@@ -535,7 +536,7 @@ fn the_node_registers_renews_its_lease_and_follows_runtime_health() {
     }
     assert_eq!(cap["pods"].0, "110");
     let labels = node.metadata.labels.clone().unwrap();
-    assert_eq!(labels["kubernetes.io/hostname"].is_empty(), false);
+    assert!(!labels["kubernetes.io/hostname"].is_empty());
     assert_eq!(labels["kubernetes.io/os"], "linux");
     c.wait_for("Ready", 30, |c| {
         (node_ready(c).as_deref() == Some("True")).then_some(())
