@@ -154,7 +154,14 @@ impl Daemon {
                     let Some(cluster) = &self.cluster else {
                         continue;
                     };
-                    let _ = (&cluster.api, c);
+                    let api = cluster.api.clone();
+                    let report = self.report.clone();
+                    tokio::spawn(async move {
+                        let done = crate::shell::api::status_sync::sync_pod_status(&api, &c).await;
+                        report
+                            .send(Event::StatusSyncFinished(done), Some(cause))
+                            .await;
+                    });
                 }
             }
         }

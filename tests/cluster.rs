@@ -135,7 +135,6 @@ fn condition(p: &Pod, t: &str) -> Option<String> {
 }
 
 #[test]
-#[ignore = "TEMPORARY: needs the status manager port (branch status-manager), removed when it merges"]
 fn a_bound_pod_runs_and_its_status_reaches_the_api() {
     let c = Cluster::start();
     let agent = c.agent(&[]);
@@ -192,7 +191,6 @@ fn a_bound_pod_runs_and_its_status_reaches_the_api() {
 }
 
 #[test]
-#[ignore = "TEMPORARY: needs the status manager port (branch status-manager), removed when it merges"]
 fn a_graceful_delete_kills_with_its_grace_writes_a_terminal_phase_then_deletes_with_the_uid() {
     let c = Cluster::start();
     let agent = c.agent(&[]);
@@ -278,7 +276,6 @@ fn a_graceful_delete_kills_with_its_grace_writes_a_terminal_phase_then_deletes_w
 }
 
 #[test]
-#[ignore = "TEMPORARY: needs the status manager port (branch status-manager), removed when it merges"]
 fn deleted_pods_end_failed_137_when_ignoring_sigterm_and_succeeded_when_exiting_0() {
     let c = Cluster::start();
     let _agent = c.agent(&[]);
@@ -341,7 +338,6 @@ fn deleted_pods_end_failed_137_when_ignoring_sigterm_and_succeeded_when_exiting_
 }
 
 #[test]
-#[ignore = "TEMPORARY: needs the status manager port (branch status-manager), removed when it merges"]
 fn no_patch_without_a_change_and_foreign_conditions_survive() {
     let c = Cluster::start();
     let _agent = c.agent(&[]);
@@ -380,7 +376,6 @@ fn no_patch_without_a_change_and_foreign_conditions_survive() {
 }
 
 #[test]
-#[ignore = "TEMPORARY: needs the status manager port (branch status-manager), removed when it merges"]
 fn statuses_converge_after_30_s_of_errors_and_no_exit_code_is_lost() {
     let c = Cluster::start();
     let _agent = c.agent(&[]);
@@ -427,7 +422,6 @@ fn statuses_converge_after_30_s_of_errors_and_no_exit_code_is_lost() {
 }
 
 #[test]
-#[ignore = "TEMPORARY: needs the status manager port (branch status-manager), removed when it merges"]
 fn a_dropped_watch_relists_without_starting_any_container_twice() {
     let c = Cluster::start();
     let agent = c.agent(&[]);
@@ -462,7 +456,6 @@ fn a_dropped_watch_relists_without_starting_any_container_twice() {
 }
 
 #[test]
-#[ignore = "TEMPORARY: needs the status manager port (branch status-manager), removed when it merges"]
 fn a_static_pod_gets_a_mirror_pod_and_deleting_it_recreates_it() {
     let c = Cluster::start();
     let agent = c.agent(&[]);

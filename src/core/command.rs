@@ -290,6 +290,10 @@ pub struct SyncPodStatusCommand {
     pub pod_is_finished: bool,
     /// The API object is a mirror pod (never deleted by the status manager).
     pub is_mirror: bool,
+    /// When the oldest change not yet acknowledged by the API server was made (the start of
+    /// `kubelet_pod_status_sync_duration_seconds`).
+    #[serde(default)]
+    pub changed_at: crate::ledger::Time,
 }
 
 /// A write to the API server about this node.

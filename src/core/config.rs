@@ -59,6 +59,12 @@ pub struct CoreConfig {
     /// A container that ran longer than this before crashing restarts without backoff
     /// (10 min, fixed upstream).
     pub crash_loop_backoff_reset_ms: u64,
+    /// The status manager's full pass over every pod (`needsUpdate`, `needsReconcile`;
+    /// kubelet `syncPeriod`, 10 s).
+    pub status_sync_period_ms: u64,
+    /// Status syncs (GET + PATCH [+ DELETE]) the shell runs at once, at most one per pod
+    /// (upstream runs them one at a time).
+    pub status_sync_max_in_flight: u32,
     /// Registration, Lease and node status timings. Boxed to keep `ConfigApplied` (and so
     /// every `Event`) small; flattened, so its fields are plain `CoreConfig` fields on the wire.
     #[serde(flatten)]
@@ -115,6 +121,8 @@ impl Default for CoreConfig {
             crash_loop_backoff_initial_ms: 10_000,
             crash_loop_backoff_max_ms: 300_000,
             crash_loop_backoff_reset_ms: 600_000,
+            status_sync_period_ms: 10_000,
+            status_sync_max_in_flight: 16,
             node_lifecycle: Box::default(),
         }
     }
@@ -154,6 +162,11 @@ impl CoreConfig {
         )?;
         positive("housekeeping_period_ms", self.housekeeping_period_ms)?;
         positive("max_pods", u64::from(self.max_pods))?;
+        positive("status_sync_period_ms", self.status_sync_period_ms)?;
+        positive(
+            "status_sync_max_in_flight",
+            u64::from(self.status_sync_max_in_flight),
+        )?;
         positive(
             "crash_loop_backoff_initial_ms",
             self.crash_loop_backoff_initial_ms,
@@ -223,6 +236,10 @@ mod tests {
         assert_eq!(
             c.crash_loop_backoff_reset_ms, 600_000,
             "backoff reset after 10 min"
+        );
+        assert_eq!(
+            c.status_sync_period_ms, 10_000,
+            "status manager syncPeriod 10s"
         );
         assert!(c.validate().is_ok());
     }

@@ -127,7 +127,7 @@ impl Node {
         if let Some(o) = status_override {
             apply_override(&mut status, o);
         }
-        self.statuses.set(p, uid, status.clone(), now);
+        self.set_pod_status(uid, p, status.clone(), now);
         status
     }
 

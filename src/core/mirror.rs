@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
 use super::command::{Command, NodeCommand};
-use super::config::PodSource;
 use super::node::Node;
 use super::pod;
 use super::uid::Uid;
@@ -67,10 +66,6 @@ pub fn mirror_of(static_pod: &Pod) -> Pod {
 }
 
 impl Node {
-    fn has_api_source(&self) -> bool {
-        self.config.sources.contains(&PodSource::Api)
-    }
-
     /// The mirror-pod part of `SyncPod` for a static pod.
     pub(super) fn sync_mirror_pod(&mut self, static_pod: &Pod, out: &mut Vec<Command>) {
         // the mirror needs the Node (its owner) to exist, as the kubelet checks

@@ -16,7 +16,7 @@ use super::pod_workers::{Cx, PodWorkers};
 use super::runtime_status::RuntimeCache;
 use super::timers::{TimerKey, Timers};
 use super::uid::Uid;
-use crate::ledger::event::NodeAction;
+use crate::ledger::event::{NodeAction, SyncOutcome};
 use crate::ledger::{Event, Record, Time};
 
 /// Everything the core knows about the node.
@@ -94,6 +94,13 @@ macro_rules! ncx {
 }
 
 impl Node {
+    /// A mirror pod came or changed: its static pod's status may be written now.
+    fn mirror_seen(&mut self, p: &k8s_openapi::api::core::v1::Pod) {
+        if super::pod::is_mirror(p) {
+            self.statuses.signal();
+        }
+    }
+
     /// The `Uid` the node already holds for this pod, or `uid` itself: every map then shares
     /// one allocation per pod, and comparisons between them are a pointer check.
     pub(super) fn canonical_uid(&self, uid: &Uid) -> Uid {
@@ -112,6 +119,10 @@ impl Node {
         self.fold_event(record, out);
         // the kubelet's sync methods: statuses and runtime plans for the syncs just issued
         self.prepare_syncs(from, out, record.at);
+        // the status manager's channel: new statuses go to the API server now
+        if self.statuses.is_signalled() {
+            self.status_sync_batch(super::status::SyncTrigger::Changed, out);
+        }
     }
 
     fn fold_event(&mut self, record: &Record, out: &mut Vec<Command>) {
@@ -126,15 +137,18 @@ impl Node {
                     self.timers.set(TimerKey::Housekeeping, due, out);
                 }
                 self.node_status.on_config(ncx!(self, now, out));
+                self.arm_status_sync(now, out);
             }
             Event::SourceReady(s) => self.source_seen(s.source),
             Event::PodAdded(c) => {
                 self.handle_pod_addition(&c.pod, now, out);
                 self.source_seen(c.source);
+                self.mirror_seen(&c.pod);
             }
             Event::PodUpdated(c) | Event::PodDeleted(c) => {
                 self.handle_pod_update(&c.pod, now, out);
                 self.source_seen(c.source);
+                self.mirror_seen(&c.pod);
             }
             Event::PodRemoved(c) => {
                 self.handle_pod_removal(&c.pod, now, out);
@@ -157,6 +171,14 @@ impl Node {
                     .on_runtime_status(cx!(self, record, out), &o.uid);
             }
             Event::SyncFinished(f) => {
+                let terminated = f.work == super::command::WorkType::Terminated
+                    && matches!(f.outcome, SyncOutcome::Ok | SyncOutcome::Terminal)
+                    && self.pod_workers.is_sync_in_flight(&f.uid, f.sync_id);
+                if terminated {
+                    // the last step of SyncTerminatedPod (RT-44): the status is final and the
+                    // pod may be deleted from the API
+                    self.terminate_pod_status(&f.uid, now);
+                }
                 self.pod_workers.on_sync_finished(cx!(self, record, out), f);
             }
             Event::TimerFired(t) => {
@@ -168,8 +190,7 @@ impl Node {
                     TimerKey::PodWork { uid } | TimerKey::BackoffExpiry { uid } => {
                         self.handle_pod_sync(uid, now, out)
                     }
-                    // the status manager arrives with issue 4
-                    TimerKey::StatusSync => {}
+                    TimerKey::StatusSync => self.status_sync_tick(now, out),
                     TimerKey::NodeStatusUpdate | TimerKey::LeaseRenew | TimerKey::NodeRegister => {
                         self.node_status.on_timer(ncx!(self, now, out), &t.key)
                     }
@@ -191,7 +212,7 @@ impl Node {
             }
             // For operators: the source keeps the file's last valid pods, so nothing changes.
             Event::ManifestRejected(_) => {}
-            Event::StatusSyncFinished(_) => {}
+            Event::StatusSyncFinished(f) => self.on_status_sync_finished(f, out),
             Event::NodeInfoObserved(n) => self.node_status.on_node_info(ncx!(self, now, out), n),
             Event::RuntimeHealth(h) => self.node_status.on_runtime_health(ncx!(self, now, out), h),
             Event::NodeSyncFinished(f) => match f.action {

@@ -77,6 +77,18 @@ impl PodManager {
         self.pods.get(uid)
     }
 
+    /// The mirror pod with `uid`, if known.
+    pub fn mirror(&self, uid: &Uid) -> Option<&Arc<Pod>> {
+        self.mirror_pods.get(uid)
+    }
+
+    /// The mirror pod of the static pod with this full name (`name_namespace`), if known.
+    pub fn mirror_by_full_name(&self, full_name: &str) -> Option<&Arc<Pod>> {
+        self.mirror_by_full_name
+            .get(full_name)
+            .and_then(|u| self.mirror_pods.get(u))
+    }
+
     /// `GetPodAndMirrorPod`.
     pub fn get_pod_and_mirror_pod(&self, p: &Arc<Pod>) -> PodAndMirror {
         let name = pod::full_name(p);

@@ -17,6 +17,10 @@ pub const FAST_BUCKETS: &[f64] = &[
     0.000_001, 0.000_005, 0.000_01, 0.000_05, 0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1,
 ];
 
+/// `kubelet_pod_status_sync_duration_seconds` (the kubelet's `PodStatusSyncDuration`).
+pub const STATUS_SYNC_BUCKETS: &[f64] =
+    &[0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0];
+
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Installs the process-wide recorder once and returns the handle that renders `/metrics`.
@@ -29,6 +33,12 @@ pub fn install() -> PrometheusHandle {
                     b.set_buckets_for_metric(
                         Matcher::Full("kubelet_evented_pleg_connection_latency_seconds".into()),
                         DEF_BUCKETS,
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("kubelet_pod_status_sync_duration_seconds".into()),
+                        STATUS_SYNC_BUCKETS,
                     )
                 })
                 .and_then(|b| {

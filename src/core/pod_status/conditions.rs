@@ -1,14 +1,12 @@
 //! The pod conditions the kubelet owns (GS-12…GS-15) and their transition times (SM-04).
 //!
-//! Owns the condition types and reasons, which types the kubelet owns (SM-21), the generators
-//! for PodReadyToStartContainers, Initialized, ContainersReady and Ready, and
-//! `keep_transition_times`. Must not stamp times itself: generators return conditions without
-//! `lastTransitionTime`; `generate` stamps `now`, and the caller (the status manager) keeps
-//! the old time of an unchanged condition with `keep_transition_times`.
+//! Owns the condition types and reasons, which types the kubelet owns (SM-21), and the
+//! generators for PodReadyToStartContainers, Initialized, ContainersReady and Ready. Must not
+//! stamp times itself: generators return conditions without `lastTransitionTime`; `generate`
+//! stamps `now`, and the status manager (`core::status`) keeps the old time of an unchanged
+//! condition (SM-04).
 
-use k8s_openapi::api::core::v1::{
-    ContainerStatus as ApiContainerStatus, Pod, PodCondition, PodStatus,
-};
+use k8s_openapi::api::core::v1::{ContainerStatus as ApiContainerStatus, Pod, PodCondition};
 
 use super::phase::{has_any_regular_container_started, FAILED, SUCCEEDED};
 use super::spec::{self, find_status, is_started};
@@ -265,25 +263,4 @@ pub fn initialized_condition(
 /// The kubelet-generated `PodScheduled=True`.
 pub fn scheduled_condition() -> PodCondition {
     condition(POD_SCHEDULED, TRUE, None, None)
-}
-
-/// SM-04 for the caller: every managed condition of `new` whose type exists in `old` with the
-/// same status takes the old `lastTransitionTime` (a new or changed condition keeps the one
-/// `new` carries, i.e. `now` from `generate_api_pod_status`).
-pub fn keep_transition_times(new: &mut PodStatus, old: &PodStatus) {
-    let (Some(new_conditions), Some(old_conditions)) =
-        (new.conditions.as_mut(), old.conditions.as_ref())
-    else {
-        return;
-    };
-    for c in new_conditions
-        .iter_mut()
-        .filter(|c| TRANSITION_TIME_MANAGED.contains(&c.type_.as_str()))
-    {
-        if let Some(o) = old_conditions.iter().find(|o| o.type_ == c.type_) {
-            if o.status == c.status {
-                c.last_transition_time = o.last_transition_time.clone();
-            }
-        }
-    }
 }

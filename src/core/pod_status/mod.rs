@@ -4,13 +4,13 @@
 //!
 //! Owns the pure function from `StatusInputs` to a `PodStatus`. Must not do I/O, read a
 //! clock (`now` is an input), hold state, or decide what happens to the pod: the status
-//! manager decides what reaches the API (merging, version bumps, SM-04 transition times via
-//! `conditions::keep_transition_times`), the runtime plan decides what runs.
+//! manager (`core::status`) decides what reaches the API (merging, version bumps, SM-04
+//! transition times), the runtime plan decides what runs.
 //!
 //! Transition times: every kubelet-generated condition (PodReadyToStartContainers,
 //! Initialized, Ready, ContainersReady, PodScheduled) carries `lastTransitionTime = now`;
-//! copied conditions keep theirs. Keeping the old time of an unchanged condition is the
-//! caller's step (`keep_transition_times(&mut new, old)`), as the kubelet's status manager does.
+//! copied conditions keep theirs. Keeping the old time of an unchanged condition is the status
+//! manager's step, as in the kubelet.
 
 mod api_time;
 pub mod conditions;
@@ -24,7 +24,7 @@ pub mod readiness;
 pub mod spec;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 
@@ -36,7 +36,6 @@ use super::runtime_status::RuntimePodStatus;
 use crate::ledger::time::Time;
 
 pub use api_time::{from_api as time_from_api, to_api as time_to_api};
-pub use conditions::keep_transition_times;
 pub use containers::{container_id, convert_container_status, should_container_be_restarted};
 pub use network::pod_sandbox_changed;
 pub use qos::pod_qos_class;

@@ -12,6 +12,14 @@ impl PodWorkers {
         self.statuses.get(uid).is_some_and(|s| s.is_terminated())
     }
 
+    /// True if the sync command `sync_id` of `uid` is the one running (its `SyncFinished` is
+    /// the expected one, not a stale report).
+    pub fn is_sync_in_flight(&self, uid: &Uid, sync_id: u64) -> bool {
+        self.statuses.get(uid).is_some_and(|s| {
+            matches!(s.activity, super::WorkerActivity::Syncing { sync_id: id, .. } if id == sync_id)
+        })
+    }
+
     /// `CouldHaveRunningContainers`: true until terminated; for unknown UIDs, true only
     /// before the first `SyncKnownPods`.
     pub fn could_have_running_containers(&self, uid: &Uid) -> bool {

@@ -8,6 +8,7 @@
 pub mod events;
 pub mod limiter;
 pub mod node_sync;
+pub mod status_sync;
 
 use std::future::Future;
 use std::path::Path;

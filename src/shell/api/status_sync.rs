@@ -13,6 +13,7 @@ use super::ApiClient;
 use crate::core::command::SyncPodStatusCommand;
 use crate::core::status::{can_be_deleted, merge_pod_status, status_patch};
 use crate::ledger::event::{StatusSyncFinished, StatusSyncOutcome};
+use crate::ledger::Time;
 
 fn failed(e: super::ApiError) -> StatusSyncOutcome {
     StatusSyncOutcome::Failed {
@@ -26,6 +27,12 @@ pub async fn sync_pod_status(api: &ApiClient, cmd: &SyncPodStatusCommand) -> Sta
     let outcome = run(api, cmd).await;
     metrics::counter!("ledgerlet_status_syncs_total", "outcome" => outcome_label(&outcome))
         .increment(1);
+    if matches!(outcome, StatusSyncOutcome::Patched { .. }) && cmd.changed_at != Time::ZERO {
+        // kubelet_pod_status_sync_duration_seconds: from the change to the API server's ack
+        let waited = Time::from_system().since(cmd.changed_at);
+        metrics::histogram!("kubelet_pod_status_sync_duration_seconds")
+            .record(waited.as_secs_f64());
+    }
     StatusSyncFinished {
         uid: cmd.uid.clone(),
         version: cmd.version,
@@ -55,7 +62,12 @@ async fn run(api: &ApiClient, cmd: &SyncPodStatusCommand) -> StatusSyncOutcome {
         return StatusSyncOutcome::UidChanged { api_uid };
     }
     let old = current.status.clone().unwrap_or_default();
-    let merged = merge_pod_status(&old, &cmd.status, cmd.could_have_running_containers);
+    let merged = merge_pod_status(
+        &old,
+        &cmd.status,
+        cmd.could_have_running_containers,
+        Time::from_system(),
+    );
     let (patched, patch_bytes) = match status_patch(&current, &merged) {
         None => (current, None),
         Some(body) => {
@@ -75,7 +87,7 @@ async fn run(api: &ApiClient, cmd: &SyncPodStatusCommand) -> StatusSyncOutcome {
         }
     };
     let mut deleted = false;
-    if can_be_deleted(&patched, cmd.pod_is_finished, cmd.is_mirror) {
+    if !cmd.is_mirror && can_be_deleted(&patched, cmd.pod_is_finished) {
         let params = DeleteParams {
             grace_period_seconds: Some(0),
             preconditions: Some(Preconditions {

@@ -400,51 +400,6 @@ fn gs_15_initialized_condition() {
 }
 
 #[test]
-fn sm_04_unchanged_condition_keeps_its_transition_time_changed_one_takes_the_new() {
-    let t = |s| Some(time_to_api(Time::from_unix_secs(s)));
-    let with_time = |type_: &str, status: &str, secs| PodCondition {
-        last_transition_time: t(secs),
-        ..cond(type_, status)
-    };
-    let old = PodStatus {
-        conditions: Some(vec![
-            with_time(READY, TRUE, 100),
-            with_time(CONTAINERS_READY, TRUE, 100),
-            with_time(INITIALIZED, TRUE, 50),
-            with_time("example.com/custom", TRUE, 10),
-        ]),
-        ..PodStatus::default()
-    };
-    let mut new = PodStatus {
-        conditions: Some(vec![
-            with_time(READY, TRUE, 900),
-            with_time(CONTAINERS_READY, FALSE, 900),
-            with_time(INITIALIZED, TRUE, 900),
-            with_time(POD_SCHEDULED, TRUE, 900),
-            with_time("example.com/custom", TRUE, 900),
-        ]),
-        ..PodStatus::default()
-    };
-    keep_transition_times(&mut new, &old);
-    let got: Vec<_> = new
-        .conditions
-        .unwrap()
-        .into_iter()
-        .map(|c| (c.type_, c.last_transition_time))
-        .collect();
-    assert_eq!(
-        got,
-        vec![
-            (READY.to_string(), t(100)),
-            (CONTAINERS_READY.to_string(), t(900)),
-            (INITIALIZED.to_string(), t(50)),
-            (POD_SCHEDULED.to_string(), t(900)),
-            ("example.com/custom".to_string(), t(900)), // not kubelet-managed
-        ]
-    );
-}
-
-#[test]
 fn sm_21_kubelet_owned_condition_types() {
     for t in [
         POD_SCHEDULED,

@@ -2,7 +2,7 @@
 
 mod conditions;
 mod containers;
-mod fixtures;
+pub(crate) mod fixtures;
 mod generate;
 mod phase_tables;
 mod status_fields;

@@ -1,0 +1,3 @@
+//! Unit tests of the status manager, named after BEHAVIOUR.md §B (SM-xx).
+
+mod store;
