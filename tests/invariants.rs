@@ -1,11 +1,14 @@
-//! Property tests over random histories of pod-worker inputs: BEHAVIOUR.md §Invariants 2, 3,
-//! 6, 7 and 10.
+//! Property tests over random histories of pod-worker and status-manager inputs:
+//! BEHAVIOUR.md §Invariants 2, 3, 4, 5, 6, 7, 8 and 10.
 //!
 //! A history is a random sequence of UpdatePod (every update type, with and without
 //! deletion timestamps, terminal phases, grace overrides, evictions, waiters and runtime-only
 //! pods), SyncFinished (ok, terminal, error, canceled, and stale ids), runtime status
-//! observations (including errors), SyncKnownPods and timer firings (including stale ones).
-//! Each is appended as a ledger record through the real engine; the invariants are checked
+//! observations (including errors), SyncKnownPods, timer firings (including stale ones and
+//! the periodic status pass) and the outcomes of status syncs (patched, failed, not found,
+//! recreated with another UID), applied to a model of the API server's pod statuses with the
+//! same merge the shell's syncer uses. The node has an API source, so every status change
+//! becomes a `SyncPodStatus`. Each is appended as a ledger record through the real engine; the invariants are checked
 //! after every step, and determinism (10) over the whole ledger at the end.
 
 mod support;
@@ -15,14 +18,19 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use ledgerlet::core::command::{Command, WorkType};
+use k8s_openapi::api::core::v1::PodStatus;
+use ledgerlet::core::command::{Command, SyncPodStatusCommand, WorkType};
+use ledgerlet::core::config::{CoreConfig, PodSource};
+use ledgerlet::core::pod_status::phase::is_terminal;
 use ledgerlet::core::runtime_status::{
     ContainerState, ContainerStatus, RunningPod, RuntimePodStatus, SandboxState, SandboxStatus,
 };
+use ledgerlet::core::status::merge_pod_status;
 use ledgerlet::core::update::{KillPodOptions, PodStatusOverride, UpdatePod, UpdateType};
 use ledgerlet::core::{fold, Node, Uid};
 use ledgerlet::ledger::event::{
-    RuntimeStatusObserved, SyncFinished, SyncKnownPods, SyncOutcome, TimerFired,
+    RuntimeStatusObserved, StatusSyncFinished, StatusSyncOutcome, SyncFinished, SyncKnownPods,
+    SyncOutcome, TimerFired,
 };
 use ledgerlet::ledger::{codec, Event, Line, Reader, Time};
 use support::core_harness::{pod, Harness};
@@ -78,6 +86,28 @@ enum Action {
     Advance {
         ms: u64,
     },
+    /// The shell's status sync of `pod` (if one is in flight) ends.
+    StatusOutcome {
+        pod: usize,
+        outcome: StatusOutcome,
+    },
+}
+
+#[derive(Clone, Debug)]
+enum StatusOutcome {
+    Patched,
+    Failed,
+    NotFound,
+    Recreated,
+}
+
+fn status_outcome() -> impl Strategy<Value = StatusOutcome> {
+    prop_oneof![
+        6 => Just(StatusOutcome::Patched),
+        2 => Just(StatusOutcome::Failed),
+        1 => Just(StatusOutcome::NotFound),
+        1 => Just(StatusOutcome::Recreated),
+    ]
 }
 
 fn update_type() -> impl Strategy<Value = UpdateType> {
@@ -127,6 +157,8 @@ fn action() -> impl Strategy<Value = Action> {
         3 => (any::<usize>(), proptest::bool::weighted(0.1))
             .prop_map(|(index, stale)| Action::Fire { index, stale }),
         2 => (0u64..120_000).prop_map(|ms| Action::Advance { ms }),
+        6 => (0..PODS, status_outcome())
+            .prop_map(|(pod, outcome)| Action::StatusOutcome { pod, outcome }),
     ]
 }
 
@@ -309,9 +341,168 @@ impl Checker {
     }
 }
 
+fn is_ready_true(s: &PodStatus) -> bool {
+    s.conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+fn phase_is_terminal(s: &PodStatus) -> bool {
+    s.phase.as_deref().is_some_and(is_terminal)
+}
+
+/// The API server's side of the status manager: what it holds and what is being written.
+#[derive(Default)]
+struct ApiModel {
+    /// The status the API server holds, by API object UID.
+    held: BTreeMap<Uid, PodStatus>,
+    /// The sync in flight per pod, as the core emitted it, whether the pod worker is still
+    /// in the life it was emitted in (a finished worker purged by SyncKnownPods may start a
+    /// new life of the same UID, whose containers an old sync knows nothing about), and
+    /// whether it could have had running containers at that moment.
+    in_flight: BTreeMap<Uid, (SyncPodStatusCommand, bool, bool)>,
+    /// The newest version the API server acknowledged per pod, in the pod status' current
+    /// life (a status the node deleted and made again starts again at 1).
+    acked: BTreeMap<Uid, u64>,
+}
+
+impl ApiModel {
+    /// Invariant 5 on what the core emitted: one sync in flight per pod, never a version the
+    /// API server already has a newer (or the same) acknowledgement for, and always the
+    /// node's newest version.
+    fn emitted(&mut self, node: &Node, cmds: &[Command]) -> Result<(), TestCaseError> {
+        for c in cmds {
+            let Command::SyncPodStatus(c) = c else {
+                continue;
+            };
+            prop_assert!(
+                !self.in_flight.contains_key(&c.uid),
+                "invariant 5: a second status sync for {} while version {:?} is in flight",
+                c.uid,
+                self.in_flight.get(&c.uid).map(|i| i.0.version)
+            );
+            if let Some(acked) = self.acked.get(&c.uid) {
+                prop_assert!(
+                    c.version > *acked,
+                    "invariant 5: {} sends version {} after {acked} was acknowledged",
+                    c.uid,
+                    c.version
+                );
+            }
+            let newest = node.statuses.get(&c.uid).map(|v| v.version);
+            prop_assert_eq!(
+                Some(c.version),
+                newest,
+                "{} does not send its newest",
+                &c.uid
+            );
+            let could_run = node.pod_workers.could_have_running_containers(&c.uid);
+            self.in_flight
+                .insert(c.uid.clone(), (c.clone(), true, could_run));
+        }
+        // a status the node deleted (and so forgot the API server's version of) begins a new
+        // life when it comes back
+        self.acked
+            .retain(|uid, _| node.statuses.api_version(uid).is_some());
+        Ok(())
+    }
+
+    /// SyncKnownPods purged the finished workers in `finished`: their lives ended.
+    fn purged(&mut self, finished: &BTreeSet<Uid>) {
+        for (uid, entry) in self.in_flight.iter_mut() {
+            if finished.contains(uid) {
+                entry.1 = false;
+            }
+        }
+    }
+
+    /// The shell's syncer: merges as it does, checks invariants 4, 5 and 8 on what would
+    /// reach the API server, and says how the sync ended.
+    fn finish(
+        &mut self,
+        node: &Node,
+        pod: usize,
+        outcome: &StatusOutcome,
+        now: Time,
+    ) -> Result<Option<StatusSyncFinished>, TestCaseError> {
+        let uid = Uid::new(uid_of(pod));
+        let Some((c, same_life, could_run_then)) = self.in_flight.remove(&uid) else {
+            return Ok(None);
+        };
+        // the node deleted the status this sync carries: what lands is an old life's
+        let orphaned = node.statuses.in_flight(&uid).is_some_and(|i| i.orphaned);
+        let outcome = match outcome {
+            StatusOutcome::Patched => {
+                let old = self.held.get(&c.api_uid).cloned().unwrap_or_default();
+                let merged =
+                    merge_pod_status(&old, &c.status, c.could_have_running_containers, now);
+                if phase_is_terminal(&merged) && !phase_is_terminal(&old) {
+                    // when the sync was decided, and (in the same worker life: a reused UID
+                    // starts a new one) when it lands
+                    let could_run_now =
+                        same_life && node.pod_workers.could_have_running_containers(&uid);
+                    prop_assert!(
+                        !could_run_then && !could_run_now,
+                        "invariant 4: {uid} reported {:?} while it could have running containers \
+                         (then: {could_run_then}, now: {could_run_now}, flag: {}, sent: {:?}, v{})",
+                        merged.phase,
+                        c.could_have_running_containers,
+                        c.status.phase,
+                        c.version
+                    );
+                }
+                prop_assert!(
+                    !(phase_is_terminal(&merged) && is_ready_true(&merged)),
+                    "invariant 8: {uid} reported Ready=True with phase {:?}",
+                    merged.phase
+                );
+                if !orphaned {
+                    if let Some(acked) = self.acked.get(&uid) {
+                        prop_assert!(
+                            c.version > *acked,
+                            "invariant 5: {uid} version {} lands after {acked}",
+                            c.version
+                        );
+                    }
+                    self.acked.insert(uid.clone(), c.version);
+                }
+                let changed = merged != old;
+                self.held.insert(c.api_uid.clone(), merged);
+                if changed {
+                    StatusSyncOutcome::Patched {
+                        patch_bytes: 1,
+                        deleted: false,
+                    }
+                } else {
+                    StatusSyncOutcome::Unchanged { deleted: false }
+                }
+            }
+            StatusOutcome::Failed => StatusSyncOutcome::Failed {
+                code: Some(500),
+                message: "injected".into(),
+            },
+            StatusOutcome::NotFound => StatusSyncOutcome::NotFound,
+            StatusOutcome::Recreated => StatusSyncOutcome::UidChanged {
+                api_uid: format!("{uid}-recreated"),
+            },
+        };
+        Ok(Some(StatusSyncFinished {
+            uid,
+            version: c.version,
+            outcome,
+        }))
+    }
+}
+
 fn run(actions: &[Action]) -> Result<Harness, TestCaseError> {
-    let mut h = Harness::new();
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::Api],
+        ..CoreConfig::default()
+    });
     let mut checker = Checker::default();
+    let mut api = ApiModel::default();
     for a in actions {
         let finished_before: BTreeSet<Uid> = h
             .workers()
@@ -438,6 +629,12 @@ fn run(actions: &[Action]) -> Result<Harness, TestCaseError> {
                 h.advance(ms);
                 continue;
             }
+            Action::StatusOutcome { pod, outcome } => {
+                match api.finish(h.node(), pod, &outcome, h.now)? {
+                    Some(done) => h.submit(Event::StatusSyncFinished(done)),
+                    None => continue,
+                }
+            }
         };
         // A step that folds SyncKnownPods may purge a finished UID (and housekeeping may then
         // start a new life for it): invariant 3 holds "until SyncKnownPods purges it".
@@ -446,6 +643,10 @@ fn run(actions: &[Action]) -> Result<Harness, TestCaseError> {
             .ledger()
             .since(seq_before + 1)
             .any(|r| matches!(r.event, Event::SyncKnownPods(_)));
+        if purged {
+            api.purged(&finished_before);
+        }
+        api.emitted(h.node(), &cmds)?;
         let finished_before = if purged {
             BTreeSet::new()
         } else {
@@ -495,7 +696,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 2000, .. ProptestConfig::default() })]
 
     #[test]
-    fn invariants_2_3_6_7_hold_over_random_histories(actions in proptest::collection::vec(action(), 1..160)) {
+    fn invariants_2_3_4_5_6_7_8_hold_over_random_histories(actions in proptest::collection::vec(action(), 1..160)) {
         run(&actions)?;
     }
 

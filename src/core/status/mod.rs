@@ -16,6 +16,7 @@
 //! upstream syncs one pod at a time; a status is kept while its pod's worker still runs (the
 //! node's `/pods` shows terminating pods) where upstream drops it with the config pod.
 
+mod container_flags;
 mod equality;
 mod merge;
 mod normalize;

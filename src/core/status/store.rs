@@ -59,6 +59,11 @@ pub struct InFlightSync {
     pub version: u64,
     /// The UID the API object was expected to have.
     pub api_uid: Uid,
+    /// The status was deleted while this sync ran: its outcome frees the slot and is
+    /// otherwise ignored (a status of the same UID made since starts again at version 1, and
+    /// an old version's acknowledgement must not stand for it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub orphaned: bool,
 }
 
 /// What `updateStatusInternal` did with a status.
@@ -241,9 +246,19 @@ impl StatusStore {
         StatusUpdate::Recorded { version }
     }
 
-    /// `deletePodStatus`: forgets a pod's status (and anything in flight for it).
+    /// `deletePodStatus`: forgets a pod's status and the version the API server had of it
+    /// (a later status of the same UID starts again at version 1 and must be synced). A sync
+    /// in flight keeps its slot until its outcome is folded. A static pod's API version is
+    /// under its mirror's UID and goes with the periodic pass (SM-15).
     pub fn delete(&mut self, uid: &Uid) {
-        self.statuses.remove(uid);
+        if let Some(v) = self.statuses.remove(uid) {
+            if !v.is_static {
+                self.api_versions.remove(uid);
+            }
+        }
+        if let Some(i) = self.in_flight.get_mut(uid) {
+            i.orphaned = true;
+        }
         self.failed.remove(uid);
     }
 

@@ -232,6 +232,7 @@ impl Node {
             InFlightSync {
                 version: v.version,
                 api_uid,
+                orphaned: false,
             },
         );
         self.statuses.failed.remove(uid);
@@ -269,6 +270,11 @@ impl Node {
             return; // not the sync in flight (a replayed or duplicated report)
         }
         let inflight = self.statuses.in_flight.remove(&f.uid).expect("checked");
+        if inflight.orphaned {
+            // the status it carried was deleted meanwhile
+            self.status_sync_batch(SyncTrigger::SlotFreed, out);
+            return;
+        }
         match &f.outcome {
             StatusSyncOutcome::Patched { deleted, .. }
             | StatusSyncOutcome::Unchanged { deleted } => {

@@ -1,3 +1,4 @@
 //! Unit tests of the status manager, named after BEHAVIOUR.md §B (SM-xx).
 
+mod container_flags;
 mod store;
