@@ -97,6 +97,12 @@ pub struct RunArgs {
     /// Maximum CrashLoopBackOff delay.
     #[arg(long, default_value_t = 300_000)]
     crash_loop_backoff_max_ms: u64,
+    /// Period of the status manager's full pass (needsUpdate / needsReconcile; kubelet 10 s).
+    #[arg(long, default_value_t = 10_000)]
+    status_sync_period_ms: u64,
+    /// Status syncs (GET + PATCH) in flight at once, across pods (one per pod at most).
+    #[arg(long, default_value_t = 16)]
+    status_sync_max_in_flight: u32,
     /// Generic PLEG relist period.
     #[arg(long, default_value_t = 1_000)]
     relist_period_ms: u64,
@@ -179,6 +185,8 @@ pub fn run(args: RunArgs) -> ExitCode {
             max_pods: args.max_pods,
             crash_loop_backoff_initial_ms: args.crash_loop_backoff_initial_ms,
             crash_loop_backoff_max_ms: args.crash_loop_backoff_max_ms,
+            status_sync_period_ms: args.status_sync_period_ms,
+            status_sync_max_in_flight: args.status_sync_max_in_flight,
             ..CoreConfig::default()
         },
         ledger: LedgerConfig {

@@ -39,8 +39,15 @@ pub const FAST: &[&str] = &[
 ];
 
 impl Agent {
-    /// Starts `ledgerlet run` with the embedded runtime and `extra` flags.
+    /// Starts `ledgerlet run` with the embedded runtime and `extra` flags (a flag of
+    /// [`FAST`] that `extra` also sets takes `extra`'s value).
     pub fn start(extra: &[&str]) -> Agent {
+        let fast: Vec<&str> = FAST
+            .chunks(2)
+            .filter(|pair| !extra.contains(&pair[0]))
+            .flatten()
+            .copied()
+            .collect();
         let root = tempfile::tempdir().expect("tempdir");
         let manifests = root.path().join("manifests");
         let logs = root.path().join("pod-logs");
@@ -57,7 +64,7 @@ impl Agent {
             .arg("--pod-manifest-path")
             .arg(&manifests)
             .args(["--node-name", &node_name, "--read-only-port", "0"])
-            .args(FAST)
+            .args(&fast)
             .args(extra)
             .env("RUST_LOG", "info,ledgerlet=debug")
             .stdout(Stdio::null())
