@@ -238,9 +238,11 @@ fn instances(records: &[Record], pod: &str, container: &str) -> Vec<(String, Tim
     v
 }
 
-#[test]
-fn crash_loop_backoff_doubles_between_restarts() {
-    let agent = Agent::start(&[]);
+/// Runs a container that always exits 1 and checks, on the runtime's own times in the
+/// ledger, that the waits between an exit and the next start are `expected_ms` (the first
+/// restart is immediate), each within `slack_ms`.
+fn assert_crash_loop_waits(flags: &[&str], expected_ms: [u64; 4], slack_ms: u64, within_s: u64) {
+    let agent = Agent::start(flags);
     agent.write_manifest(
         "crash.yaml",
         r#"apiVersion: v1
@@ -255,7 +257,7 @@ spec:
       command: ["sh", "-c", "exit 1"]
 "#,
     );
-    let p = agent.wait_for("four restarts and CrashLoopBackOff", 90, |a| {
+    let p = agent.wait_for("four restarts and CrashLoopBackOff", within_s, |a| {
         let p = a.pod("crash")?;
         let c = container(&p, "crasher")?;
         let waiting = c.state.as_ref()?.waiting.as_ref()?;
@@ -279,8 +281,7 @@ spec:
     let records = agent.ledger();
     let runs = instances(&records, "crash", "crasher");
     assert!(runs.len() >= 5, "{runs:?}");
-    // the wait between each exit and the next start, by the runtime's own clock:
-    // 0, 1, 2, 4 s (initial 1 s here, doubling)
+    // the wait between each exit and the next start, by the runtime's own clock
     let waits: Vec<u64> = runs
         .windows(2)
         .take(4)
@@ -289,14 +290,35 @@ spec:
             w[1].1.since(exited).as_millis() as u64
         })
         .collect();
-    let expected = [0u64, 1000, 2000, 4000];
-    for (w, e) in waits.iter().zip(expected) {
+    for (w, e) in waits.iter().zip(expected_ms) {
         assert!(
-            *w >= e && *w < e + 900,
-            "waits {waits:?} ms should be about {expected:?} (backoff 1 s doubling)"
+            *w >= e && *w < e + slack_ms,
+            "waits {waits:?} ms should be about {expected_ms:?}"
         );
     }
     agent.assert_ledger_replays_to_state();
+}
+
+#[test]
+fn crash_loop_backoff_doubles_between_restarts() {
+    // initial 1 s here (the harness' FAST flags), doubling
+    assert_crash_loop_waits(&[], [0, 1000, 2000, 4000], 900, 90);
+}
+
+#[test]
+fn bo_crash_loop_backoff_waits_10_20_40_s_with_the_default_settings() {
+    // the kubelet's defaults: 10 s doubling to 300 s (about 75 s of real time)
+    assert_crash_loop_waits(
+        &[
+            "--crash-loop-backoff-initial-ms",
+            "10000",
+            "--crash-loop-backoff-max-ms",
+            "300000",
+        ],
+        [0, 10_000, 20_000, 40_000],
+        2_000,
+        150,
+    );
 }
 
 #[test]
