@@ -4,7 +4,7 @@
 //! PodReadyToStartContainers) and the choice and ordering of pod IPs. Must not decide what
 //! the runtime does about a changed sandbox (that is the runtime plan's job).
 
-use std::net::IpAddr;
+use core::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
