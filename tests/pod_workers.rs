@@ -520,8 +520,11 @@ fn pw_12_terminal_pod_after_restart_only_runs_sync_terminated_pod() {
 
 #[test]
 fn pw_13_restart_requested_with_the_same_uid() {
+    // UID reuse is a static-pod affair (HK-02): a static pod keeps its phase through
+    // TerminatePod (SM-27, PH-09), so the re-created worker really runs SyncPod again. An API
+    // pod would come back with its sticky terminal phase and terminate at once (GS-08).
     let mut h = Harness::with_file_source();
-    let p = pod("1", "p", "ns").label("v", "1").build();
+    let p = pod("1", "p", "ns").static_pod().label("v", "1").build();
     h.submit(Event::PodAdded(ledgerlet::ledger::event::PodConfigChange {
         source: ledgerlet::core::config::PodSource::File,
         pod: p.clone(),
@@ -535,7 +538,7 @@ fn pw_13_restart_requested_with_the_same_uid() {
         "worker busy terminating"
     );
 
-    let relabelled = pod("1", "p", "ns").label("v", "2").build();
+    let relabelled = pod("1", "p", "ns").static_pod().label("v", "2").build();
     h.update(UpdateType::Create, &relabelled);
     let s = h.status("1");
     assert!(s.restart_requested);
