@@ -175,6 +175,25 @@ fn a_bound_pod_runs_and_its_status_reaches_the_api() {
             .exit_code,
         1
     );
+    // what `kubectl describe pod` shows: the kubelet's event reasons, about the right pod
+    let reasons = |name: &str| -> Vec<String> {
+        c.api
+            .events()
+            .iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(name))
+            .filter_map(|e| e.reason.clone())
+            .collect()
+    };
+    let web = reasons("web");
+    for r in ["Pulling", "Pulled", "Created", "Started"] {
+        assert!(web.contains(&r.to_string()), "{r} in {web:?}");
+    }
+    c.wait_for("a BackOff event for the crash loop", 60, |_| {
+        reasons("crasher")
+            .iter()
+            .any(|r| r == "BackOff")
+            .then_some(())
+    });
     // every status PATCH carried the UID precondition
     for r in
         c.api.requests().iter().filter(|r| {
@@ -243,6 +262,12 @@ fn a_graceful_delete_kills_with_its_grace_writes_a_terminal_phase_then_deletes_w
             && matches!(a.outcome, ActionOutcome::Ok { .. }))
     });
     assert!(killed, "the container was stopped");
+    let killing = c.api.events().into_iter().any(|e| {
+        e.involved_object.name.as_deref() == Some("polite")
+            && e.reason.as_deref() == Some("Killing")
+            && e.message.as_deref() == Some("Stopping container main")
+    });
+    assert!(killing, "a Killing event: {:#?}", c.api.events());
     // requests: a PATCH with a terminal phase, then DELETE grace 0 with the UID precondition
     let reqs = c.api.requests();
     let pod_path = "/api/v1/namespaces/default/pods/polite";

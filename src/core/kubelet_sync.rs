@@ -366,6 +366,14 @@ impl Node {
             return;
         };
         match (&a.action, &a.outcome) {
+            (RuntimeAction::PullingImage { image, .. }, _) => {
+                out.push(event(
+                    &p,
+                    EventType::Normal,
+                    "Pulling",
+                    format!("Pulling image {image:?}"),
+                ));
+            }
             (RuntimeAction::PullImage { image, .. }, ActionOutcome::Ok { detail, .. }) => {
                 let msg = detail
                     .clone()

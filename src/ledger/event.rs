@@ -145,6 +145,14 @@ pub enum RuntimeAction {
         /// The sandbox attempt.
         attempt: u32,
     },
+    /// A pull is about to start (`imagePullPolicy` and the runtime's image store call for
+    /// one): the kubelet's `Pulling` event.
+    PullingImage {
+        /// The container it is for.
+        container: String,
+        /// The image reference.
+        image: String,
+    },
     /// Image presence check and pull per `imagePullPolicy`.
     PullImage {
         /// The container it is for.

@@ -118,7 +118,8 @@ fn own_heap_bytes(r: &Record) -> usize {
                 | RuntimeAction::RemoveContainer { id }
                 | RuntimeAction::RemoveSandbox { id } => id.len(),
                 RuntimeAction::CreateSandbox { .. } => 0,
-                RuntimeAction::PullImage { container, image } => container.len() + image.len(),
+                RuntimeAction::PullImage { container, image }
+                | RuntimeAction::PullingImage { container, image } => container.len() + image.len(),
                 RuntimeAction::CreateContainer { container, .. } => container.len(),
                 RuntimeAction::StartContainer { container, id, .. } => container.len() + id.len(),
             };

@@ -341,7 +341,7 @@ impl Executor {
         let image = c.image.clone().unwrap_or_default();
         // image, per imagePullPolicy
         let started = Instant::now();
-        let pull = self.ensure_image(c, &image).await;
+        let pull = self.ensure_image(step, c, &image).await;
         let pulled = pull.is_ok();
         let outcome = match pull {
             Ok(detail) => ok(None, Some(detail)),
@@ -426,6 +426,7 @@ impl Executor {
     /// Never fails when missing. Returns the `Pulled`/`already present` detail.
     async fn ensure_image(
         &self,
+        step: &Step<'_>,
         c: &k8s_openapi::api::core::v1::Container,
         image: &str,
     ) -> Result<String, (&'static str, String)> {
@@ -471,6 +472,15 @@ impl Executor {
             )),
             _ => {
                 let started = Instant::now();
+                step.report(
+                    RuntimeAction::PullingImage {
+                        container: c.name.clone(),
+                        image: image.to_string(),
+                    },
+                    ok(None, None),
+                    started,
+                )
+                .await;
                 match self.cri.pull_image(spec, None, None).await {
                     Ok(r) => Ok(format!(
                         "Successfully pulled image {image:?} in {:?} (image ref {r})",

@@ -1,0 +1,421 @@
+//! `syncBatch`, `needsUpdate`, `needsReconcile`, podIsFinished stickiness and status cleanup on
+//! a node with an API source (SM-05, SM-07, SM-08, SM-11, SM-13, SM-14, SM-15, SM-29, SM-30).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+
+use crate::core::command::{Command, SyncPodStatusCommand};
+use crate::core::config::{CoreConfig, PodSource};
+use crate::core::node::Node;
+use crate::core::pod_status::conditions::{FALSE, READY, TRUE};
+use crate::core::pod_status::tests::fixtures::{cond, deleted, simple_pod, with_api_status};
+use crate::core::pod_status::time_to_api;
+use crate::core::status::SyncTrigger;
+use crate::core::uid::Uid;
+use crate::ledger::event::{StatusSyncFinished, StatusSyncOutcome, SyncKnownPods};
+use crate::ledger::Time;
+
+fn at(secs: i64) -> Time {
+    Time::from_unix_nanos(secs * 1_000_000_000 + 250_000_000)
+}
+
+struct Api {
+    node: Node,
+}
+
+fn named(uid: &str, name: &str) -> Pod {
+    let mut p = simple_pod(&["app"]);
+    p.metadata.uid = Some(uid.into());
+    p.metadata.name = Some(name.into());
+    p
+}
+
+fn static_pod(uid: &str) -> Pod {
+    let mut p = named(uid, "web-node");
+    p.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("kubernetes.io/config.source".into(), "file".into());
+    p
+}
+
+fn mirror_of(uid: &str) -> Pod {
+    let mut p = named(uid, "web-node");
+    let a = p.metadata.annotations.get_or_insert_with(Default::default);
+    a.insert("kubernetes.io/config.source".into(), "api".into());
+    a.insert("kubernetes.io/config.mirror".into(), "hash".into());
+    p
+}
+
+fn ready(value: &str) -> PodStatus {
+    PodStatus {
+        phase: Some("Running".into()),
+        conditions: Some(vec![cond(READY, value)]),
+        ..PodStatus::default()
+    }
+}
+
+impl Api {
+    fn new() -> Api {
+        let node = Node {
+            config: CoreConfig {
+                node_name: "node".into(),
+                sources: vec![PodSource::Api],
+                ..CoreConfig::default()
+            },
+            ..Node::default()
+        };
+        Api { node }
+    }
+
+    /// The pod as the API server (and so the pod manager) has it.
+    fn desire(&mut self, p: &Pod) {
+        self.node.pod_manager.upsert(
+            Uid::new(p.metadata.uid.as_deref().unwrap()),
+            Arc::new(p.clone()),
+        );
+    }
+
+    fn set(&mut self, p: &Pod, status: PodStatus, now: Time) {
+        let uid = Uid::new(p.metadata.uid.as_deref().unwrap());
+        self.node.set_pod_status(&uid, p, status, now);
+    }
+
+    fn batch(&mut self, trigger: SyncTrigger) -> Vec<SyncPodStatusCommand> {
+        let mut out = Vec::new();
+        self.node.status_sync_batch(trigger, &mut out);
+        syncs(out)
+    }
+
+    fn finish(
+        &mut self,
+        uid: &str,
+        version: u64,
+        outcome: StatusSyncOutcome,
+    ) -> Vec<SyncPodStatusCommand> {
+        let mut out = Vec::new();
+        self.node.on_status_sync_finished(
+            &StatusSyncFinished {
+                uid: Uid::new(uid),
+                version,
+                outcome,
+            },
+            &mut out,
+        );
+        syncs(out)
+    }
+
+    fn acked(&self, api_uid: &str) -> Option<u64> {
+        self.node.statuses.api_version(&Uid::new(api_uid))
+    }
+}
+
+fn patched() -> StatusSyncOutcome {
+    StatusSyncOutcome::Patched {
+        patch_bytes: 10,
+        deleted: false,
+    }
+}
+
+fn syncs(out: Vec<Command>) -> Vec<SyncPodStatusCommand> {
+    out.into_iter()
+        .filter_map(|c| match c {
+            Command::SyncPodStatus(s) => Some(s),
+            _ => None,
+        })
+        .collect()
+}
+
+fn versions(cmds: &[SyncPodStatusCommand]) -> Vec<(String, u64)> {
+    cmds.iter()
+        .map(|c| (c.uid.as_str().to_string(), c.version))
+        .collect()
+}
+
+#[test]
+fn sm_05_versions_coalesce_and_the_latest_wins() {
+    let mut api = Api::new();
+    let p = named("u1", "p");
+    api.desire(&p);
+    api.set(&p, ready(FALSE), at(1));
+    api.set(&p, ready(TRUE), at(2));
+    api.set(&p, ready(FALSE), at(3));
+    let cmds = api.batch(SyncTrigger::Changed);
+    assert_eq!(
+        versions(&cmds),
+        vec![("u1".into(), 3)],
+        "one sync, of version 3"
+    );
+    assert!(api.finish("u1", 3, patched()).is_empty());
+    assert_eq!(api.acked("u1"), Some(3));
+    assert!(
+        !api.node.statuses.is_signalled(),
+        "nothing left in the channel"
+    );
+    assert!(api.batch(SyncTrigger::Changed).is_empty());
+
+    // while a sync is in flight, newer versions wait for it and then go as one
+    api.set(&p, ready(TRUE), at(4));
+    let cmds = api.batch(SyncTrigger::Changed);
+    assert_eq!(versions(&cmds), vec![("u1".into(), 4)]);
+    api.set(&p, ready(FALSE), at(5));
+    api.set(&p, ready(TRUE), at(6));
+    assert!(
+        api.batch(SyncTrigger::Changed).is_empty(),
+        "one sync per pod in flight"
+    );
+    let next = api.finish("u1", 4, patched());
+    assert_eq!(versions(&next), vec![("u1".into(), 6)]);
+    // a stale acknowledgement (of a sync no longer in flight) changes nothing
+    assert!(api.finish("u1", 4, patched()).is_empty());
+    assert_eq!(api.acked("u1"), Some(4));
+    api.finish("u1", 6, patched());
+    assert_eq!(api.acked("u1"), Some(6));
+}
+
+#[test]
+fn sm_07_the_channel_syncs_new_versions_and_the_periodic_pass_also_reconciles() {
+    let mut api = Api::new();
+    let a = named("a", "a");
+    let b = named("b", "b");
+    api.desire(&a);
+    api.desire(&b);
+    api.set(&a, ready(TRUE), at(1));
+    api.set(&b, ready(TRUE), at(1));
+    let cmds = api.batch(SyncTrigger::Changed);
+    assert_eq!(versions(&cmds), vec![("a".into(), 1), ("b".into(), 1)]);
+    for c in &cmds {
+        api.finish(c.uid.as_str(), c.version, patched());
+    }
+    // the API server's copy of `a` agrees with the node, `b`'s was changed by someone else
+    let a_status = (*api.node.statuses.get(&Uid::new("a")).unwrap().status).clone();
+    api.desire(&with_api_status(a.clone(), a_status));
+    api.desire(&with_api_status(b.clone(), ready(FALSE)));
+
+    assert!(
+        api.batch(SyncTrigger::Changed).is_empty(),
+        "the channel only syncs versions the API server lacks"
+    );
+    let cmds = api.batch(SyncTrigger::Periodic);
+    assert_eq!(
+        versions(&cmds),
+        vec![("b".into(), 1)],
+        "the periodic pass reconciles b"
+    );
+    assert_eq!(
+        api.acked("b"),
+        None,
+        "its acknowledged version was forgotten"
+    );
+
+    // signalling is a flag: many changes, one pass
+    api.set(&a, ready(FALSE), at(2));
+    api.set(&a, ready(TRUE), at(3));
+    assert!(api.node.statuses.is_signalled());
+    let cmds = api.batch(SyncTrigger::Changed);
+    assert_eq!(versions(&cmds), vec![("a".into(), 3)]);
+    assert!(!api.node.statuses.is_signalled());
+}
+
+#[test]
+fn sm_08_needs_reconcile_ignores_timestamp_precision_and_unknown_pods() {
+    let mut api = Api::new();
+    let p = named("u1", "p");
+    api.desire(&p);
+    let mut status = ready(TRUE);
+    status.start_time = Some(time_to_api(at(7)));
+    api.set(&p, status, at(7));
+    let cmds = api.batch(SyncTrigger::Changed);
+    api.finish("u1", cmds[0].version, patched());
+
+    // the API copy has the same status with sub-second timestamps: no reconcile
+    let mut precise = (*api.node.statuses.get(&Uid::new("u1")).unwrap().status).clone();
+    precise.start_time = Some(time_to_api(Time::from_unix_nanos(
+        7 * 1_000_000_000 + 999_000_000,
+    )));
+    api.desire(&with_api_status(p.clone(), precise));
+    assert!(api.batch(SyncTrigger::Periodic).is_empty());
+
+    // a real difference: reconciled
+    api.desire(&with_api_status(p.clone(), ready(FALSE)));
+    assert_eq!(versions(&api.batch(SyncTrigger::Periodic)).len(), 1);
+
+    // a pod the pod manager does not know: no reconcile (the acknowledged version stands)
+    let mut api = Api::new();
+    let gone = named("u2", "gone");
+    api.set(&gone, ready(TRUE), at(1));
+    let cmds = api.batch(SyncTrigger::Changed);
+    api.finish("u2", cmds[0].version, patched());
+    assert!(api.batch(SyncTrigger::Periodic).is_empty());
+}
+
+#[test]
+fn sm_11_needs_update_retries_a_pod_that_can_now_be_deleted() {
+    let mut api = Api::new();
+    let p = deleted(named("u1", "p"));
+    api.desire(&p);
+    let mut failed = ready(FALSE);
+    failed.phase = Some("Failed".into());
+    api.set(&p, failed.clone(), at(1));
+    let cmds = api.batch(SyncTrigger::Changed);
+    api.finish("u1", cmds[0].version, patched());
+    let uid = Uid::new("u1");
+    api.node.statuses.terminate_pod(&uid, &p, None, at(2));
+    let cmds = api.batch(SyncTrigger::Changed);
+    assert!(cmds[0].pod_is_finished);
+    // the PATCH went through but the DELETE did not happen (e.g. it failed)
+    api.finish("u1", cmds[0].version, patched());
+    // the API now shows the terminal phase: the periodic pass tries again, to delete
+    let api_status = (*api.node.statuses.get(&uid).unwrap().status).clone();
+    api.desire(&with_api_status(p.clone(), api_status));
+    let cmds = api.batch(SyncTrigger::Periodic);
+    assert_eq!(
+        versions(&cmds).len(),
+        1,
+        "needsUpdate: the pod can be deleted"
+    );
+    assert!(cmds[0].pod_is_finished);
+}
+
+#[test]
+fn sm_13_pod_is_finished_is_sticky_for_non_static_pods() {
+    let mut api = Api::new();
+    let p = named("u1", "p");
+    let uid = Uid::new("u1");
+    api.set(&p, ready(TRUE), at(1));
+    api.node.statuses.terminate_pod(&uid, &p, None, at(2));
+    assert!(api.node.statuses.get(&uid).unwrap().pod_is_finished);
+    api.set(&p, ready(FALSE), at(3));
+    assert!(
+        api.node.statuses.get(&uid).unwrap().pod_is_finished,
+        "forced back to finished"
+    );
+
+    // static pods are not forced (upstream TODO #116484)
+    let s = static_pod("s1");
+    let suid = Uid::new("s1");
+    api.set(&s, ready(TRUE), at(1));
+    api.node.statuses.terminate_pod(&suid, &s, None, at(2));
+    api.set(&s, ready(FALSE), at(3));
+    assert!(!api.node.statuses.get(&suid).unwrap().pod_is_finished);
+}
+
+#[test]
+fn sm_14_a_static_pod_waits_for_its_mirror_and_syncs_against_it() {
+    let mut api = Api::new();
+    let s = static_pod("static-uid");
+    api.desire(&s);
+    api.set(&s, ready(TRUE), at(1));
+    assert!(
+        api.batch(SyncTrigger::Changed).is_empty(),
+        "no mirror yet: no API call"
+    );
+    assert!(api.batch(SyncTrigger::Periodic).is_empty());
+    api.desire(&mirror_of("mirror-uid"));
+    let cmds = api.batch(SyncTrigger::Changed);
+    assert_eq!(cmds.len(), 1);
+    assert_eq!(
+        cmds[0].uid.as_str(),
+        "static-uid",
+        "cached under the static UID"
+    );
+    assert_eq!(
+        cmds[0].api_uid.as_str(),
+        "mirror-uid",
+        "written to the mirror"
+    );
+    assert!(cmds[0].is_mirror);
+    api.finish("static-uid", 1, patched());
+    assert_eq!(api.acked("mirror-uid"), Some(1));
+
+    // the mirror was replaced by one with another UID: the sync finds a stranger and the
+    // cached status is dropped (the static pod's UID is not the one found)
+    api.set(&s, ready(FALSE), at(2));
+    let cmds = api.batch(SyncTrigger::Changed);
+    api.finish(
+        "static-uid",
+        cmds[0].version,
+        StatusSyncOutcome::UidChanged {
+            api_uid: "someone-else".into(),
+        },
+    );
+    assert!(api.node.statuses.get(&Uid::new("static-uid")).is_none());
+}
+
+#[test]
+fn sm_15_the_periodic_pass_forgets_versions_of_unknown_api_objects() {
+    let mut api = Api::new();
+    let p = named("kept", "kept");
+    api.desire(&p);
+    api.desire(&mirror_of("mirror-uid"));
+    api.set(&p, ready(TRUE), at(1));
+    let cmds = api.batch(SyncTrigger::Changed);
+    api.finish("kept", cmds[0].version, patched());
+    let kept = (*api.node.statuses.get(&Uid::new("kept")).unwrap().status).clone();
+    api.desire(&with_api_status(p.clone(), kept));
+    api.node
+        .statuses
+        .api_versions
+        .insert(Uid::new("mirror-uid"), 4);
+    api.node.statuses.api_versions.insert(Uid::new("orphan"), 9);
+
+    api.batch(SyncTrigger::Changed);
+    assert_eq!(
+        api.acked("orphan"),
+        Some(9),
+        "only the periodic pass cleans up"
+    );
+    api.batch(SyncTrigger::Periodic);
+    assert_eq!(api.acked("orphan"), None);
+    assert_eq!(api.acked("kept"), Some(1), "a cached pod's version stays");
+    assert_eq!(
+        api.acked("mirror-uid"),
+        Some(4),
+        "a known mirror's version stays"
+    );
+}
+
+#[test]
+fn sm_29_remove_orphaned_statuses_keeps_those_of_desired_pods() {
+    let mut api = Api::new();
+    let wanted = named("wanted", "wanted");
+    let gone = named("gone", "gone");
+    api.desire(&wanted);
+    api.set(&wanted, ready(TRUE), at(1));
+    api.set(&gone, ready(TRUE), at(1));
+    let mut out = Vec::new();
+    api.node
+        .handle_sync_known_pods(&SyncKnownPods { desired: None }, 10, at(2), &mut out);
+    assert!(api.node.statuses.get(&Uid::new("wanted")).is_some());
+    assert!(
+        api.node.statuses.get(&Uid::new("gone")).is_none(),
+        "neither desired nor tracked by a worker"
+    );
+}
+
+#[test]
+fn sm_30_a_deleted_status_forgets_its_acknowledged_version_and_in_flight_sync() {
+    let mut api = Api::new();
+    let p = named("u1", "p");
+    api.desire(&p);
+    api.set(&p, ready(TRUE), at(1));
+    let cmds = api.batch(SyncTrigger::Changed);
+    api.finish("u1", cmds[0].version, patched());
+    api.set(&p, ready(FALSE), at(2));
+    let in_flight = api.batch(SyncTrigger::Changed);
+    assert_eq!(versions(&in_flight), vec![("u1".into(), 2)]);
+
+    let uid = Uid::new("u1");
+    api.node.statuses.delete(&uid);
+    assert_eq!(api.acked("u1"), None);
+    assert!(api.node.statuses.in_flight(&uid).unwrap().orphaned);
+
+    // a status of the same UID made since starts again at version 1 …
+    api.set(&p, ready(TRUE), at(3));
+    assert_eq!(api.node.statuses.get(&uid).unwrap().version, 1);
+    // … and the old sync's acknowledgement does not stand for it
+    let next = api.finish("u1", 2, patched());
+    assert_eq!(api.acked("u1"), None);
+    assert_eq!(versions(&next), vec![("u1".into(), 1)]);
+}
