@@ -101,11 +101,17 @@ pub fn sandbox_config(ctx: &NodeContext, p: &Pod, attempt: u32) -> v1::PodSandbo
         .unwrap_or_default()
         .into_iter()
         .collect();
-    let hostname = spec
-        .hostname
-        .clone()
-        .unwrap_or_else(|| pod::name(p).to_string());
     let host_network = spec.host_network.unwrap_or(false);
+    // The kubelet sets a hostname only for pods with their own network (and so UTS)
+    // namespace: a runtime cannot set one in the node's (runc: "unable to set hostname
+    // without a private UTS namespace").
+    let hostname = if host_network {
+        String::new()
+    } else {
+        spec.hostname
+            .clone()
+            .unwrap_or_else(|| pod::name(p).to_string())
+    };
     let mode = |host: bool| {
         if host {
             v1::NamespaceMode::Node as i32
