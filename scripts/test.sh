@@ -26,6 +26,28 @@ command -v cargo >/dev/null 2>&1 || fail "cargo is not installed (see README: Ru
 need_component fmt rustfmt
 need_component clippy clippy
 
+# containerd + runc + busybox-static for tests/containerd.rs (a private containerd started by
+# the tests; images built offline by scripts/build-test-images.sh). Installed as root when
+# missing; under CI=true a missing one is a failure (the tests fail too), else they skip.
+need_containerd() {
+  local missing=()
+  command -v containerd >/dev/null 2>&1 || missing+=(containerd)
+  command -v ctr >/dev/null 2>&1 || missing+=(containerd)
+  command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing+=(runc)
+  dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing ${missing[*]} (containerd tests)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc busybox-static; } \
+      >/dev/null || fail "could not install ${missing[*]}"
+  elif [ "$ci" = "true" ]; then
+    fail "${missing[*]} missing and cannot be installed (not root): the containerd tests need them"
+  else
+    say "${missing[*]} missing (not root): the containerd tests will be skipped"
+  fi
+}
+need_containerd
+
 # Property tests run at least 1,000 cases each (override with PROPTEST_CASES).
 export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
@@ -39,4 +61,12 @@ say "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 say "cargo test --all-targets"
 cargo test --all-targets
+
+# The containerd tests stop their containerd and delete its directory (pods, shims, mounts)
+# when each test process exits: a directory whose test process is gone is a leak.
+for d in "${TMPDIR:-/tmp}"/ledgerlet-containerd-*; do
+  [ -d "$d" ] || continue
+  owner="$(cat "$d/owner.pid" 2>/dev/null || echo 0)"
+  kill -0 "$owner" 2>/dev/null || fail "a test left a containerd behind: $d ($(grep -c " $d" /proc/self/mountinfo) mounts)"
+done
 say "all tests passed"

@@ -342,7 +342,10 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     }
     tokio::spawn(pleg::run(
         cri.clone(),
-        opts.pleg.clone(),
+        PlegOptions {
+            node_name: opts.node_name.clone(),
+            ..opts.pleg.clone()
+        },
         report.clone(),
         health.clone(),
         shutdown_rx.clone(),

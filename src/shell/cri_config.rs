@@ -26,6 +26,10 @@ pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
 pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
 /// Marks everything ledgerlet created, for list filters.
 pub const MANAGED_LABEL: &str = "ledgerlet.dev/managed";
+/// The node (agent) that created a sandbox or container: ledgerlet lists only its own, so
+/// two agents with different node names can share one runtime without touching each other's
+/// pods (the tests run one containerd for many agents).
+pub const NODE_LABEL: &str = "ledgerlet.dev/node";
 /// `io.kubernetes.container.hash`
 pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
 /// `io.kubernetes.container.restartCount`
@@ -74,7 +78,7 @@ pub fn container_log_path(name: &str, restart_count: i32) -> String {
     format!("{name}/{restart_count}.log")
 }
 
-fn pod_labels(p: &Pod) -> HashMap<String, String> {
+fn pod_labels(ctx: &NodeContext, p: &Pod) -> HashMap<String, String> {
     let mut labels: HashMap<String, String> = p
         .metadata
         .labels
@@ -86,13 +90,14 @@ fn pod_labels(p: &Pod) -> HashMap<String, String> {
     labels.insert(POD_NAMESPACE_LABEL.into(), pod::namespace(p).into());
     labels.insert(POD_UID_LABEL.into(), pod::uid_str(p).into());
     labels.insert(MANAGED_LABEL.into(), "true".into());
+    labels.insert(NODE_LABEL.into(), ctx.node_name.clone());
     labels
 }
 
 /// `generatePodSandboxConfig`.
 pub fn sandbox_config(ctx: &NodeContext, p: &Pod, attempt: u32) -> v1::PodSandboxConfig {
     let spec = p.spec.clone().unwrap_or_default();
-    let mut labels = pod_labels(p);
+    let mut labels = pod_labels(ctx, p);
     labels.insert(CONTAINER_NAME_LABEL.into(), "POD".into());
     let annotations: HashMap<String, String> = p
         .metadata
@@ -112,13 +117,6 @@ pub fn sandbox_config(ctx: &NodeContext, p: &Pod, attempt: u32) -> v1::PodSandbo
             .clone()
             .unwrap_or_else(|| pod::name(p).to_string())
     };
-    let mode = |host: bool| {
-        if host {
-            v1::NamespaceMode::Node as i32
-        } else {
-            v1::NamespaceMode::Pod as i32
-        }
-    };
     v1::PodSandboxConfig {
         metadata: Some(v1::PodSandboxMetadata {
             name: pod::name(p).into(),
@@ -132,22 +130,113 @@ pub fn sandbox_config(ctx: &NodeContext, p: &Pod, attempt: u32) -> v1::PodSandbo
         annotations,
         linux: Some(v1::LinuxPodSandboxConfig {
             security_context: Some(v1::LinuxSandboxSecurityContext {
-                namespace_options: Some(v1::NamespaceOption {
-                    network: mode(host_network),
-                    pid: if spec.host_pid.unwrap_or(false) {
-                        v1::NamespaceMode::Node as i32
-                    } else {
-                        v1::NamespaceMode::Container as i32
-                    },
-                    ipc: mode(spec.host_ipc.unwrap_or(false)),
-                    ..Default::default()
-                }),
+                namespace_options: Some(namespace_options(p)),
                 ..Default::default()
             }),
             ..Default::default()
         }),
         ..Default::default()
     }
+}
+
+/// kubelet `namespacesForPod`: the node's network/PID/IPC namespace when the pod asks for
+/// it, else the pod's (PID: the container's own unless `shareProcessNamespace`).
+pub fn namespace_options(p: &Pod) -> v1::NamespaceOption {
+    let spec = p.spec.as_ref();
+    let flag = |f: fn(&k8s_openapi::api::core::v1::PodSpec) -> Option<bool>| {
+        spec.and_then(f).unwrap_or(false)
+    };
+    let mode = |host: bool| {
+        if host {
+            v1::NamespaceMode::Node as i32
+        } else {
+            v1::NamespaceMode::Pod as i32
+        }
+    };
+    v1::NamespaceOption {
+        network: mode(flag(|s| s.host_network)),
+        pid: if flag(|s| s.host_pid) {
+            v1::NamespaceMode::Node as i32
+        } else if flag(|s| s.share_process_namespace) {
+            v1::NamespaceMode::Pod as i32
+        } else {
+            v1::NamespaceMode::Container as i32
+        },
+        ipc: mode(flag(|s| s.host_ipc)),
+        ..Default::default()
+    }
+}
+
+/// kubelet `milliCPUToShares`: 1024 shares per CPU, at least 2.
+pub fn milli_cpu_to_shares(milli: i64) -> i64 {
+    if milli == 0 {
+        return 2;
+    }
+    (milli * 1024 / 1000).max(2)
+}
+
+/// kubelet `milliCPUToQuota` with the 100 ms CFS period: at least 1 ms.
+pub fn milli_cpu_to_quota(milli: i64, period_us: i64) -> i64 {
+    if milli == 0 {
+        return 0;
+    }
+    (milli * period_us / 1000).max(1000)
+}
+
+/// The CFS period the kubelet uses (`quotaPeriod`, 100 ms).
+pub const CPU_PERIOD_US: i64 = 100_000;
+
+fn quantity(
+    c: &Container,
+    which: &str,
+    resource: &str,
+    per_unit: i128,
+) -> Result<Option<i64>, ConfigError> {
+    let Some(r) = c.resources.as_ref() else {
+        return Ok(None);
+    };
+    let list = if which == "limits" {
+        &r.limits
+    } else {
+        &r.requests
+    };
+    let Some(q) = list.as_ref().and_then(|l| l.get(resource)) else {
+        return Ok(None);
+    };
+    let nanos = crate::core::pod_status::quantity::parse_nanos(&q.0).ok_or_else(|| {
+        ConfigError(format!(
+            "container {}: resources.{which}.{resource}: {:?} is not a quantity",
+            c.name, q.0
+        ))
+    })?;
+    Ok(Some((nanos / per_unit).clamp(0, i64::MAX as i128) as i64))
+}
+
+/// kubelet `generateLinuxContainerResources` (CPU shares and quota, memory limit) and the
+/// container's namespaces.
+fn linux_config(p: &Pod, c: &Container) -> Result<v1::LinuxContainerConfig, ConfigError> {
+    let milli = |which| quantity(c, which, "cpu", 1_000_000);
+    let cpu_request = milli("requests")?;
+    let cpu_limit = milli("limits")?;
+    let memory_limit = quantity(c, "limits", "memory", 1_000_000_000)?;
+    let shares = milli_cpu_to_shares(cpu_request.or(cpu_limit).unwrap_or(0));
+    let (cpu_quota, cpu_period) = match cpu_limit {
+        Some(l) => (milli_cpu_to_quota(l, CPU_PERIOD_US), CPU_PERIOD_US),
+        None => (0, 0),
+    };
+    Ok(v1::LinuxContainerConfig {
+        resources: Some(v1::LinuxContainerResources {
+            cpu_shares: shares,
+            cpu_quota,
+            cpu_period,
+            memory_limit_in_bytes: memory_limit.unwrap_or(0),
+            ..Default::default()
+        }),
+        security_context: Some(v1::LinuxContainerSecurityContext {
+            namespace_options: Some(namespace_options(p)),
+            ..Default::default()
+        }),
+    })
 }
 
 /// The spec container a start refers to.
@@ -187,7 +276,7 @@ pub fn container_config(
             .map(|s| expand(s, &env_map))
             .collect()
     };
-    let mut labels = pod_labels(p);
+    let mut labels = pod_labels(ctx, p);
     labels.insert(CONTAINER_NAME_LABEL.into(), c.name.clone());
     let mut annotations = HashMap::new();
     annotations.insert(CONTAINER_HASH_ANNOTATION.into(), start.hash.clone());
@@ -240,6 +329,7 @@ pub fn container_config(
         labels,
         annotations,
         log_path: container_log_path(&c.name, start.restart_count),
+        linux: Some(linux_config(p, c)?),
         stdin: c.stdin.unwrap_or(false),
         stdin_once: c.stdin_once.unwrap_or(false),
         tty: c.tty.unwrap_or(false),

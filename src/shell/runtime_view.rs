@@ -14,8 +14,8 @@ use crate::cri::{v1, CriClient, CriError};
 use crate::ledger::Time;
 
 use super::cri_config::{
-    CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, MANAGED_LABEL, POD_NAMESPACE_LABEL,
-    POD_NAME_LABEL, POD_UID_LABEL, RESTART_COUNT_ANNOTATION,
+    CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, MANAGED_LABEL, NODE_LABEL,
+    POD_NAMESPACE_LABEL, POD_NAME_LABEL, POD_UID_LABEL, RESTART_COUNT_ANNOTATION,
 };
 
 fn state(s: i32) -> ContainerState {
@@ -206,9 +206,17 @@ pub struct ListedPod {
     pub containers: BTreeMap<String, ContainerState>,
 }
 
-/// `GetPods(all)`: every pod ledgerlet manages, from two list calls, by UID.
-pub async fn list_pods(cri: &CriClient) -> Result<BTreeMap<Uid, ListedPod>, CriError> {
-    let managed = std::collections::HashMap::from([(MANAGED_LABEL.to_string(), "true".into())]);
+/// `GetPods(all)`: every pod ledgerlet manages, from two list calls, by UID. With a
+/// non-empty `node_name`, only the pods this node created (its `ledgerlet.dev/node` label):
+/// another agent's pods on a shared runtime are not this node's to kill.
+pub async fn list_pods(
+    cri: &CriClient,
+    node_name: &str,
+) -> Result<BTreeMap<Uid, ListedPod>, CriError> {
+    let mut managed = std::collections::HashMap::from([(MANAGED_LABEL.to_string(), "true".into())]);
+    if !node_name.is_empty() {
+        managed.insert(NODE_LABEL.to_string(), node_name.to_string());
+    }
     let sandboxes = cri
         .list_pod_sandbox(Some(v1::PodSandboxFilter {
             label_selector: managed.clone(),

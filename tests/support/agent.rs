@@ -24,6 +24,7 @@ pub struct Agent {
     pub log_file: PathBuf,
     pub port: u16,
     pub node_name: String,
+    extra: Vec<String>,
 }
 
 /// The flags every test uses: short periods so tests are quick.
@@ -40,54 +41,93 @@ pub const FAST: &[&str] = &[
 
 impl Agent {
     /// Starts `ledgerlet run` with the embedded runtime and `extra` flags (a flag of
-    /// [`FAST`] that `extra` also sets takes `extra`'s value).
+    /// [`FAST`] that `extra` also sets takes `extra`'s value; `--node-name` in `extra`
+    /// replaces `test-node`).
     pub fn start(extra: &[&str]) -> Agent {
-        let fast: Vec<&str> = FAST
-            .chunks(2)
-            .filter(|pair| !extra.contains(&pair[0]))
-            .flatten()
-            .copied()
-            .collect();
         let root = tempfile::tempdir().expect("tempdir");
         let manifests = root.path().join("manifests");
         let logs = root.path().join("pod-logs");
         std::fs::create_dir_all(&manifests).unwrap();
         let log_file = root.path().join("agent.log");
-        let node_name = "test-node".to_string();
-        let log = std::fs::File::create(&log_file).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
-            .arg("run")
-            .arg("--root-dir")
-            .arg(root.path().join("state"))
-            .arg("--pod-logs-dir")
-            .arg(&logs)
-            .arg("--pod-manifest-path")
-            .arg(&manifests)
-            .args(["--node-name", &node_name, "--read-only-port", "0"])
-            .args(&fast)
-            .args(extra)
-            .env("RUST_LOG", "info,ledgerlet=debug")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start ledgerlet");
+        let node_name = extra
+            .iter()
+            .position(|f| *f == "--node-name")
+            .and_then(|i| extra.get(i + 1))
+            .map_or_else(|| "test-node".to_string(), |n| n.to_string());
         let mut agent = Agent {
-            child: Some(child),
+            child: None,
             root,
             manifests,
             logs,
             log_file,
             port: 0,
             node_name,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
-        agent.port = agent.wait_for_port();
+        agent.spawn();
         agent
     }
 
-    fn wait_for_port(&mut self) -> u16 {
+    fn spawn(&mut self) {
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let fast: Vec<&str> = FAST
+            .chunks(2)
+            .filter(|pair| !extra.contains(&pair[0]))
+            .flatten()
+            .copied()
+            .collect();
+        let node: Vec<&str> = if extra.contains(&"--node-name") {
+            vec![]
+        } else {
+            vec!["--node-name", &self.node_name]
+        };
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_file)
+            .unwrap();
+        let start_offset = log.metadata().map(|m| m.len()).unwrap_or(0);
+        let child = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
+            .arg("run")
+            .arg("--root-dir")
+            .arg(self.root.path().join("state"))
+            .arg("--pod-logs-dir")
+            .arg(&self.logs)
+            .arg("--pod-manifest-path")
+            .arg(&self.manifests)
+            .args(&node)
+            .args(["--read-only-port", "0"])
+            .args(&fast)
+            .args(&extra)
+            .env("RUST_LOG", "info,ledgerlet=debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start ledgerlet");
+        self.child = Some(child);
+        self.port = self.wait_for_port(start_offset as usize);
+    }
+
+    /// Starts the agent again with the same flags, directories and manifests (after
+    /// [`Agent::stop`] or [`Agent::kill`]); its log continues in the same file.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "the agent is still running");
+        self.spawn();
+    }
+
+    /// Kills the agent with SIGKILL (as a crash would) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn wait_for_port(&mut self, from: usize) -> u16 {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let log = std::fs::read_to_string(&self.log_file).unwrap_or_default();
+            let all = std::fs::read_to_string(&self.log_file).unwrap_or_default();
+            let log = all.get(from..).unwrap_or_default();
             if let Some(i) = log.find("address=127.0.0.1:") {
                 let rest = &log[i + "address=127.0.0.1:".len()..];
                 let port: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();

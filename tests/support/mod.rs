@@ -3,4 +3,6 @@
 #![allow(dead_code)]
 
 pub mod agent;
+pub mod containerd;
 pub mod core_harness;
+pub mod scenarios;

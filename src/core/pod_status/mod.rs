@@ -19,7 +19,7 @@ mod generate;
 pub mod network;
 pub mod phase;
 pub mod qos;
-mod quantity;
+pub mod quantity;
 pub mod readiness;
 pub mod spec;
 

@@ -43,6 +43,9 @@ pub struct PlegOptions {
     pub relist_threshold_ms: u64,
     /// Wait before retrying a broken event stream.
     pub event_stream_retry_ms: u64,
+    /// List only the pods this node created (`ledgerlet.dev/node`); empty lists every pod
+    /// ledgerlet manages.
+    pub node_name: String,
 }
 
 impl Default for PlegOptions {
@@ -53,6 +56,7 @@ impl Default for PlegOptions {
             evented_relist_period_ms: 300_000,
             relist_threshold_ms: 180_000,
             event_stream_retry_ms: 5_000,
+            node_name: String::new(),
         }
     }
 }
@@ -134,6 +138,7 @@ struct Pleg {
     /// Pods whose inspection failed: inspect again at the next relist (PL-07).
     reinspect: BTreeSet<Uid>,
     last_relist: Option<Instant>,
+    node_name: String,
 }
 
 impl Pleg {
@@ -217,7 +222,7 @@ impl Pleg {
                 .record(started.duration_since(last).as_secs_f64());
         }
         self.last_relist = Some(started);
-        let current = match runtime_view::list_pods(&self.cri).await {
+        let current = match runtime_view::list_pods(&self.cri, &self.node_name).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "PLEG relist failed");
@@ -285,14 +290,22 @@ pub async fn run(
         reported: BTreeMap::new(),
         reinspect: BTreeSet::new(),
         last_relist: None,
+        node_name: opts.node_name.clone(),
     };
     let mut stream: Option<tonic::Streaming<crate::cri::v1::ContainerEventResponse>> = None;
     let mut next_stream_attempt = Instant::now();
     let mut next_relist = Instant::now();
+    let mut evented_supported = opts.evented;
+    if !opts.evented {
+        tracing::info!(
+            "PLEG: generic mode, relisting every {} ms (evented PLEG disabled)",
+            opts.relist_period_ms
+        );
+    }
     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(1.0);
     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(0.0);
     loop {
-        if opts.evented && stream.is_none() && Instant::now() >= next_stream_attempt {
+        if evented_supported && stream.is_none() && Instant::now() >= next_stream_attempt {
             let connect = Instant::now();
             match cri.get_container_events().await {
                 Ok(s) => {
@@ -309,9 +322,20 @@ pub async fn run(
                     );
                     stream = Some(s);
                 }
+                Err(e) if e.code() == tonic::Code::Unimplemented => {
+                    // containerd 1.6, older CRI-O: no event stream, ever. Say so once and
+                    // stop asking.
+                    metrics::counter!("kubelet_evented_pleg_connection_error_count").increment(1);
+                    tracing::info!(
+                        endpoint = cri.endpoint(),
+                        "PLEG: generic mode, relisting every {} ms: the runtime does not implement GetContainerEvents",
+                        opts.relist_period_ms
+                    );
+                    evented_supported = false;
+                }
                 Err(e) => {
                     metrics::counter!("kubelet_evented_pleg_connection_error_count").increment(1);
-                    tracing::info!(error = %e, "PLEG: generic relist every {} ms (the runtime's container event stream is not available)", opts.relist_period_ms);
+                    tracing::info!(error = %e, "PLEG: generic relist every {} ms (the runtime's container event stream is not available; retrying in {} ms)", opts.relist_period_ms, opts.event_stream_retry_ms);
                     next_stream_attempt =
                         Instant::now() + Duration::from_millis(opts.event_stream_retry_ms);
                 }
@@ -341,6 +365,15 @@ pub async fn run(
                         if !pleg.inspect_and_report(&Uid::new(uid)).await { return; }
                         health.touch();
                     }
+                }
+                Some(Err(status)) if status.code() == tonic::Code::Unimplemented => {
+                    tracing::info!("PLEG: generic mode, relisting every {} ms: the runtime does not implement GetContainerEvents", opts.relist_period_ms);
+                    stream = None;
+                    evented_supported = false;
+                    health.evented.store(false, Ordering::Relaxed);
+                    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(0.0);
+                    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(1.0);
+                    next_relist = Instant::now();
                 }
                 Some(Err(status)) => {
                     tracing::warn!(error = %status, "PLEG: the container event stream broke; relisting every {} ms until it is back", opts.relist_period_ms);
