@@ -6,7 +6,9 @@
 
 mod support;
 
-use support::scenarios::{self, Runtime};
+use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction};
+use ledgerlet::ledger::Event;
+use support::scenarios::{self, container, flaky_manifest, phase, waiting_reason, Runtime};
 
 #[test]
 fn containerd_restart_policies_always_onfailure_never_give_restart_counts_2_1_0() {
@@ -30,4 +32,270 @@ fn containerd_removing_a_manifest_stops_the_pod_within_its_grace_period() {
         return;
     };
     scenarios::graceful_deletion(rt, "ctd-grace");
+}
+
+/// A pod that runs `sh -c script` on the test image, on the host network.
+fn sleeper(name: &str, image: &str, script: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  containers:
+    - name: main
+      image: {image}
+      command: ["sh", "-c", "{script}"]
+"#
+    )
+}
+
+/// The failed outcomes of `PullImage` steps for `container` of a pod, in ledger order.
+fn pull_failures(agent: &support::agent::Agent, container: &str) -> Vec<(String, String)> {
+    agent
+        .ledger()
+        .into_iter()
+        .filter_map(|r| match r.event {
+            Event::RuntimeActionFinished(a) => match (a.action, a.outcome) {
+                (
+                    RuntimeAction::PullImage { container: c, .. },
+                    ActionOutcome::Failed { reason, message },
+                ) if c == container => Some((reason, message)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn containerd_a_missing_image_shows_err_image_pull_then_image_pull_back_off_and_other_pods_run_on()
+{
+    let Some(rt) = Runtime::containerd("image pull backoff") else {
+        return;
+    };
+    // the failed sync is retried after 1 s (kubelet: 10 s); the image backoff keeps the
+    // kubelet's 10 s, so the retry inside it is refused with ImagePullBackOff
+    let agent = rt.start_agent("ctd-pull", &["--sync-error-backoff-ms", "1000"]);
+    agent.write_manifest("web.yaml", &sleeper("web", rt.image(), "exec sleep 3600"));
+    let web_id = agent.wait_for("web running", 60, |a| {
+        let p = a.pod("web")?;
+        let c = container(&p, "main")?;
+        c.state.as_ref()?.running.as_ref()?;
+        c.container_id.clone()
+    });
+    // no registry: a reference on the loopback that nobody serves fails at once
+    let absent = "127.0.0.1:1/ledgerlet/absent:1";
+    agent.write_manifest(
+        "missing.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: missing
+spec:
+  hostNetwork: true
+  containers:
+    - name: main
+      image: {absent}
+      imagePullPolicy: Always
+      command: ["sh", "-c", "exit 0"]
+"#
+        ),
+    );
+    agent.write_manifest(
+        "never.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: never
+spec:
+  hostNetwork: true
+  containers:
+    - name: main
+      image: {absent}
+      imagePullPolicy: Never
+"#
+        ),
+    );
+    let mut seen = Vec::new();
+    agent.wait_for("missing: ErrImagePull, then ImagePullBackOff", 60, |a| {
+        let p = a.pod("missing")?;
+        let r = waiting_reason(&p, "main")?;
+        if seen.last() != Some(&r) {
+            seen.push(r.clone());
+        }
+        (seen.iter().any(|s| s == "ErrImagePull") && r == "ImagePullBackOff").then_some(())
+    });
+    let p = agent.pod("missing").unwrap();
+    assert_eq!(phase(&p), "Pending");
+    let waiting = container(&p, "main")
+        .unwrap()
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap();
+    assert_eq!(
+        waiting.message.as_deref(),
+        Some(format!("Back-off pulling image {absent:?}").as_str())
+    );
+    let failures = pull_failures(&agent, "main");
+    let first = failures.first().expect("a failed pull");
+    assert_eq!(first.0, "ErrImagePull", "{failures:?}");
+    assert!(
+        first.1.contains(absent) && first.1.contains("Failed to pull image"),
+        "containerd's pull error is reported: {failures:?}"
+    );
+    assert!(failures.iter().any(|f| f.0 == "ImagePullBackOff"));
+
+    // pull policy Never with the image absent
+    let never = agent.wait_for("never: ErrImageNeverPull", 30, |a| {
+        let p = a.pod("never")?;
+        (waiting_reason(&p, "main")? == "ErrImageNeverPull").then_some(p)
+    });
+    assert_eq!(phase(&never), "Pending");
+
+    // the other pod was not touched
+    let p = agent.pod("web").unwrap();
+    let c = container(&p, "main").unwrap();
+    assert!(c.state.as_ref().unwrap().running.is_some());
+    assert_eq!(c.restart_count, 0);
+    assert_eq!(c.container_id.as_ref(), Some(&web_id));
+    assert!(web_id.starts_with("containerd://"), "{web_id}");
+}
+
+#[test]
+fn containerd_restarting_the_agent_adopts_its_running_containers() {
+    let Some(rt) = Runtime::containerd("agent restart") else {
+        return;
+    };
+    let mut agent = rt.start_agent("ctd-adopt", &[]);
+    let state = agent.root.path().join("state-files");
+    std::fs::create_dir_all(&state).unwrap();
+    agent.write_manifest(
+        "steady.yaml",
+        &sleeper("steady", rt.image(), "exec sleep 3600"),
+    );
+    agent.write_manifest(
+        "flaky.yaml",
+        &flaky_manifest("flaky", "Always", &state, "adopt", rt.image()),
+    );
+    let running = |a: &support::agent::Agent, name: &str, restarts: i32| {
+        let p = a.pod(name)?;
+        let c = container(&p, "main")?;
+        let started = c.state.as_ref()?.running.as_ref()?.started_at.clone();
+        (c.restart_count == restarts && phase(&p) == "Running")
+            .then(|| (c.container_id.clone().unwrap(), started))
+    };
+    let steady = agent.wait_for("steady running", 60, |a| running(a, "steady", 0));
+    let flaky = agent.wait_for("flaky running after 2 restarts", 60, |a| {
+        running(a, "flaky", 2)
+    });
+
+    // SIGTERM: with an external runtime the pods keep running
+    let status = agent.stop();
+    assert!(status.success(), "{status}");
+    assert!(
+        !agent.log().contains("all pods stopped"),
+        "the agent must not stop containerd's pods on exit"
+    );
+    agent.restart();
+    let steady2 = agent.wait_for("steady adopted", 60, |a| running(a, "steady", 0));
+    let flaky2 = agent.wait_for("flaky adopted", 60, |a| running(a, "flaky", 2));
+    assert_eq!(steady2, steady, "the same container, started once");
+    assert_eq!(flaky2, flaky, "the same container, restart count continued");
+    // a few relists and housekeeping passes later, nothing was started, created or killed
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let touched: Vec<String> = agent
+        .ledger()
+        .into_iter()
+        .filter_map(|r| match r.event {
+            Event::RuntimeActionFinished(a) => match a.action {
+                RuntimeAction::CreateSandbox { .. }
+                | RuntimeAction::CreateContainer { .. }
+                | RuntimeAction::StartContainer { .. }
+                | RuntimeAction::KillContainer { .. }
+                | RuntimeAction::StopSandbox { .. } => Some(format!("{:?}", a.action)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "the restarted agent touched: {touched:?}"
+    );
+    assert_eq!(running(&agent, "steady", 0), Some(steady));
+    assert_eq!(running(&agent, "flaky", 2), Some(flaky));
+    agent.assert_ledger_replays_to_state();
+}
+
+#[test]
+fn containerd_container_logs_land_at_the_kubelet_path_layout_and_are_readable() {
+    let Some(rt) = Runtime::containerd("container logs") else {
+        return;
+    };
+    // a configurable root: not /var/log/pods
+    let logs_root = tempfile::tempdir().unwrap();
+    let logs_arg = logs_root.path().to_string_lossy().into_owned();
+    let agent = rt.start_agent("ctd-logs", &["--pod-logs-dir", &logs_arg]);
+    let state = agent.root.path().join("state-files");
+    std::fs::create_dir_all(&state).unwrap();
+    // run 1 exits 1, run 2 exits 0, run 3 sleeps: three instances, 0.log 1.log 2.log
+    agent.write_manifest(
+        "talker.yaml",
+        &flaky_manifest("talker", "Always", &state, "logs", rt.image())
+            .replace(r#"echo "run $n""#, r#"echo "run $n"; echo "err $n" >&2"#),
+    );
+    let p = agent.wait_for("talker running after 2 restarts", 60, |a| {
+        let p = a.pod("talker")?;
+        let c = container(&p, "main")?;
+        (c.restart_count == 2 && c.state.as_ref()?.running.is_some()).then_some(p)
+    });
+    let uid = p.metadata.uid.clone().unwrap();
+    let dir = logs_root
+        .path()
+        .join(format!("default_talker-ctd-logs_{uid}"))
+        .join("main");
+    for n in 0..3 {
+        let file = dir.join(format!("{n}.log"));
+        let text = agent.wait_for(&format!("{} written", file.display()), 10, |_| {
+            let t = std::fs::read_to_string(&file).ok()?;
+            (t.lines().count() >= 2).then_some(t)
+        });
+        // CRI log format: <RFC 3339 time> <stream> <P|F> <text>
+        let mut streams = Vec::new();
+        for line in text.lines() {
+            let mut parts = line.splitn(4, ' ');
+            let (time, stream, tag, msg) = (
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+                parts.next().unwrap_or(""),
+            );
+            assert!(
+                time.len() >= 20 && time.contains('T'),
+                "{}: {line:?}",
+                file.display()
+            );
+            assert_eq!(tag, "F", "{line:?}");
+            streams.push((stream.to_string(), msg.to_string()));
+        }
+        assert!(
+            streams.contains(&("stdout".into(), format!("run {}", n + 1))),
+            "{}: {streams:?}",
+            file.display()
+        );
+        assert!(
+            streams.contains(&("stderr".into(), format!("err {}", n + 1))),
+            "{}: {streams:?}",
+            file.display()
+        );
+    }
+    // nothing was written under the harness' own log directory
+    assert!(agent.pod_log_dir("talker").is_none());
 }

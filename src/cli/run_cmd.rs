@@ -97,6 +97,12 @@ pub struct RunArgs {
     /// Maximum CrashLoopBackOff delay.
     #[arg(long, default_value_t = 300_000)]
     crash_loop_backoff_max_ms: u64,
+    /// First ImagePullBackOff delay after a failed pull (per pod and image; doubling).
+    #[arg(long, default_value_t = 10_000)]
+    image_pull_backoff_initial_ms: u64,
+    /// Maximum ImagePullBackOff delay.
+    #[arg(long, default_value_t = 300_000)]
+    image_pull_backoff_max_ms: u64,
     /// Period of the status manager's full pass (needsUpdate / needsReconcile; kubelet 10 s).
     #[arg(long, default_value_t = 10_000)]
     status_sync_period_ms: u64,
@@ -185,6 +191,8 @@ pub fn run(args: RunArgs) -> ExitCode {
             max_pods: args.max_pods,
             crash_loop_backoff_initial_ms: args.crash_loop_backoff_initial_ms,
             crash_loop_backoff_max_ms: args.crash_loop_backoff_max_ms,
+            image_pull_backoff_initial_ms: args.image_pull_backoff_initial_ms,
+            image_pull_backoff_max_ms: args.image_pull_backoff_max_ms,
             status_sync_period_ms: args.status_sync_period_ms,
             status_sync_max_in_flight: args.status_sync_max_in_flight,
             ..CoreConfig::default()

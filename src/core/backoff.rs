@@ -101,6 +101,17 @@ impl Backoff {
         }
     }
 
+    /// `IsInBackOffSinceUpdate`: true if `key` has an entry that has not expired at `now`
+    /// and less than its current backoff has passed since its last update (the image
+    /// puller's check before a pull).
+    pub fn is_in_backoff_since_update(&self, cfg: &BackoffConfig, key: &str, now: Time) -> bool {
+        match self.entries.get(key) {
+            None => false,
+            Some(e) if Backoff::expired(cfg, now, e) => false,
+            Some(e) => now.since(e.last_update) < ms(e.backoff_ms),
+        }
+    }
+
     /// `Next`: starts `key` at the initial delay (if new or expired at `event_time`), else
     /// doubles its delay up to the maximum; the entry's last update becomes `now`.
     pub fn next(&mut self, cfg: &BackoffConfig, key: &str, event_time: Time, now: Time) {

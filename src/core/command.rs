@@ -98,6 +98,11 @@ pub struct ContainerStart {
     pub restart_count: i32,
     /// The spec hash recorded on the container (`io.kubernetes.container.hash`).
     pub hash: String,
+    /// Set while the pod's image pull is backing off (`Back-off pulling image "…"`): if the
+    /// image must be pulled, the start fails with `ImagePullBackOff` instead (kubelet
+    /// `EnsureImageExists`; an image already present starts as usual).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_backoff: Option<String>,
 }
 
 /// The runtime plan of one `SyncPod` (kubelet `computePodActions` after backoff), executed by

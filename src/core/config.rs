@@ -59,6 +59,12 @@ pub struct CoreConfig {
     /// A container that ran longer than this before crashing restarts without backoff
     /// (10 min, fixed upstream).
     pub crash_loop_backoff_reset_ms: u64,
+    /// First ImagePullBackOff delay after a failed pull (the kubelet's image backoff,
+    /// `backOffPeriod`, 10 s); keyed by pod UID and image.
+    pub image_pull_backoff_initial_ms: u64,
+    /// Maximum ImagePullBackOff delay (`MaxContainerBackOff`, 300 s); an entry idle for twice
+    /// this long starts over.
+    pub image_pull_backoff_max_ms: u64,
     /// The status manager's full pass over every pod (`needsUpdate`, `needsReconcile`;
     /// kubelet `syncPeriod`, 10 s).
     pub status_sync_period_ms: u64,
@@ -121,6 +127,8 @@ impl Default for CoreConfig {
             crash_loop_backoff_initial_ms: 10_000,
             crash_loop_backoff_max_ms: 300_000,
             crash_loop_backoff_reset_ms: 600_000,
+            image_pull_backoff_initial_ms: 10_000,
+            image_pull_backoff_max_ms: 300_000,
             status_sync_period_ms: 10_000,
             status_sync_max_in_flight: 16,
             node_lifecycle: Box::default(),
@@ -176,6 +184,17 @@ impl CoreConfig {
                 field: "crash_loop_backoff_max_ms",
                 value: self.crash_loop_backoff_max_ms.to_string(),
                 why: "must be at least crash_loop_backoff_initial_ms",
+            });
+        }
+        positive(
+            "image_pull_backoff_initial_ms",
+            self.image_pull_backoff_initial_ms,
+        )?;
+        if self.image_pull_backoff_max_ms < self.image_pull_backoff_initial_ms {
+            return Err(ConfigError {
+                field: "image_pull_backoff_max_ms",
+                value: self.image_pull_backoff_max_ms.to_string(),
+                why: "must be at least image_pull_backoff_initial_ms",
             });
         }
         let n = &self.node_lifecycle;
@@ -240,6 +259,14 @@ mod tests {
         assert_eq!(
             c.status_sync_period_ms, 10_000,
             "status manager syncPeriod 10s"
+        );
+        assert_eq!(
+            c.image_pull_backoff_initial_ms, 10_000,
+            "image backoff: backOffPeriod 10s"
+        );
+        assert_eq!(
+            c.image_pull_backoff_max_ms, 300_000,
+            "image backoff: MaxContainerBackOff 300s"
         );
         assert!(c.validate().is_ok());
     }

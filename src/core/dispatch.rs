@@ -285,6 +285,8 @@ impl Node {
         // backOff.GC()
         let cfg = self.backoff_config();
         self.backoff.gc(&cfg, now);
+        let cfg = self.image_pull_backoff_config();
+        self.image_pull_backoff.gc(&cfg, now);
 
         // Desired pods without a worker: active ones start again (UID reuse), terminal
         // deleted ones that nothing runs for are killed so their status can be finalised

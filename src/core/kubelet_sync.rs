@@ -34,6 +34,15 @@ use crate::ledger::{Event, Time};
 
 /// The reason the kubelet records for a container start that waits on its backoff.
 pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
+/// The reason of a failed image pull (`ErrImagePull`); it starts or doubles the pull backoff.
+pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
+/// The reason of a start refused while the image pull backs off (`ImagePullBackOff`).
+pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
+
+/// The image backoff key: `<pod uid>_<image>` (kubelet `EnsureImageExists`).
+pub fn image_pull_backoff_key(uid: &Uid, image: &str) -> String {
+    format!("{}_{image}", uid.as_str())
+}
 
 fn event(p: &Pod, event_type: EventType, reason: &str, message: String) -> Command {
     Command::RecordEvent(KubeEvent {
@@ -96,6 +105,15 @@ impl Node {
             initial_ms: self.config.crash_loop_backoff_initial_ms,
             max_ms: self.config.crash_loop_backoff_max_ms,
             reset_after_ms: self.config.crash_loop_backoff_reset_ms,
+        }
+    }
+
+    /// The image pull backoff settings in force (client-go's expiry: idle for 2 × max).
+    pub(super) fn image_pull_backoff_config(&self) -> BackoffConfig {
+        BackoffConfig {
+            initial_ms: self.config.image_pull_backoff_initial_ms,
+            max_ms: self.config.image_pull_backoff_max_ms,
+            reset_after_ms: self.config.image_pull_backoff_max_ms.saturating_mul(2),
         }
     }
 
@@ -273,6 +291,7 @@ impl Node {
             out.create_sandbox = Some(actions.attempt);
         }
         let cfg = self.backoff_config();
+        let image_cfg = self.image_pull_backoff_config();
         let spec = p.spec.clone().unwrap_or_default();
         let mut earliest_expiry: Option<Time> = None;
         let mut starts = |kind: ContainerKind,
@@ -314,12 +333,19 @@ impl Node {
                     }
                     continue;
                 }
+                let image = c.image.clone().unwrap_or_default();
+                let key = image_pull_backoff_key(uid, &image);
+                let image_pull_backoff = node
+                    .image_pull_backoff
+                    .is_in_backoff_since_update(&image_cfg, &key, now)
+                    .then(|| format!("Back-off pulling image {image:?}"));
                 v.push(ContainerStart {
                     kind,
                     index,
                     name: c.name.clone(),
                     restart_count: plan::next_restart_count(runtime, &c.name),
                     hash: plan::container_hash(c),
+                    image_pull_backoff,
                 });
             }
             v
@@ -356,6 +382,7 @@ impl Node {
     pub(super) fn handle_runtime_action(
         &mut self,
         a: &RuntimeActionFinished,
+        now: Time,
         out: &mut Vec<Command>,
     ) {
         let Some(p) = self.pod_manager.get(&a.uid).cloned().or_else(|| {
@@ -395,6 +422,38 @@ impl Node {
                     EventType::Normal,
                     "Started",
                     format!("Started container {container}"),
+                ));
+            }
+            (
+                RuntimeAction::PullImage { container, image },
+                ActionOutcome::Failed { reason, message },
+            ) if reason == ERR_IMAGE_PULL || reason == IMAGE_PULL_BACK_OFF => {
+                // kubelet imagePuller: a failed pull starts or doubles the backoff of this
+                // pod's image; a start refused by the backoff leaves it as it is
+                let failed_pull = reason == ERR_IMAGE_PULL;
+                if failed_pull {
+                    let cfg = self.image_pull_backoff_config();
+                    let key = image_pull_backoff_key(&a.uid, image);
+                    self.image_pull_backoff.next(&cfg, &key, now, now);
+                }
+                self.reasons.set(
+                    &a.uid,
+                    container,
+                    StartFailure {
+                        reason: reason.clone(),
+                        message: message.clone(),
+                    },
+                );
+                if failed_pull {
+                    out.push(event(&p, EventType::Warning, "Failed", message.clone()));
+                } else {
+                    out.push(event(&p, EventType::Normal, "BackOff", message.clone()));
+                }
+                out.push(event(
+                    &p,
+                    EventType::Warning,
+                    "Failed",
+                    format!("Error: {reason}"),
                 ));
             }
             (

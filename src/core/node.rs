@@ -38,6 +38,9 @@ pub struct Node {
     pub probes: super::probe_results::ProbeResults,
     /// CrashLoopBackOff state per container key.
     pub backoff: super::backoff::Backoff,
+    /// ImagePullBackOff state per `<pod uid>_<image>` (the kubelet's image puller backoff).
+    #[serde(default)]
+    pub image_pull_backoff: super::backoff::Backoff,
     /// The last start failure per pod and container (`reasonCache`).
     pub reasons: super::reason_cache::ReasonCache,
     /// Pod API statuses (the status manager's local state).
@@ -205,7 +208,7 @@ impl Node {
             Event::PodRejected(r) => {
                 self.rejected.insert(r.uid.clone());
             }
-            Event::RuntimeActionFinished(a) => self.handle_runtime_action(a, out),
+            Event::RuntimeActionFinished(a) => self.handle_runtime_action(a, now, out),
             Event::NodeShutdown(_) => {
                 self.handle_node_shutdown(now, out);
                 self.node_status.on_node_shutdown(ncx!(self, now, out));

@@ -341,7 +341,9 @@ impl Executor {
         let image = c.image.clone().unwrap_or_default();
         // image, per imagePullPolicy
         let started = Instant::now();
-        let pull = self.ensure_image(step, c, &image).await;
+        let pull = self
+            .ensure_image(step, c, &image, s.image_pull_backoff.as_deref())
+            .await;
         let pulled = pull.is_ok();
         let outcome = match pull {
             Ok(detail) => ok(None, Some(detail)),
@@ -423,12 +425,15 @@ impl Executor {
     }
 
     /// The kubelet's `EnsureImageExists`: Always pulls, IfNotPresent pulls when missing,
-    /// Never fails when missing. Returns the `Pulled`/`already present` detail.
+    /// Never fails when missing; a pull while the core says the pod's image backs off fails
+    /// with `ImagePullBackOff` without asking the runtime. Returns the `Pulled`/`already
+    /// present` detail.
     async fn ensure_image(
         &self,
         step: &Step<'_>,
         c: &k8s_openapi::api::core::v1::Container,
         image: &str,
+        backoff: Option<&str>,
     ) -> Result<String, (&'static str, String)> {
         if image.is_empty() {
             return Err((
@@ -470,6 +475,9 @@ impl Executor {
             "IfNotPresent" if present => Ok(format!(
                 "Container image {image:?} already present on machine"
             )),
+            _ if backoff.is_some() => {
+                Err(("ImagePullBackOff", backoff.unwrap_or_default().to_string()))
+            }
             _ => {
                 let started = Instant::now();
                 step.report(

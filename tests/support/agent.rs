@@ -87,14 +87,22 @@ impl Agent {
             .open(&self.log_file)
             .unwrap();
         let start_offset = log.metadata().map(|m| m.len()).unwrap_or(0);
-        let child = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
-            .arg("run")
-            .arg("--root-dir")
-            .arg(self.root.path().join("state"))
-            .arg("--pod-logs-dir")
-            .arg(&self.logs)
-            .arg("--pod-manifest-path")
-            .arg(&self.manifests)
+        // the harness' directories, unless `extra` names its own
+        let state = self.root.path().join("state");
+        let dirs: Vec<(&str, &Path)> = [
+            ("--root-dir", state.as_path()),
+            ("--pod-logs-dir", self.logs.as_path()),
+            ("--pod-manifest-path", self.manifests.as_path()),
+        ]
+        .into_iter()
+        .filter(|(flag, _)| !extra.contains(flag))
+        .collect();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ledgerlet"));
+        cmd.arg("run");
+        for (flag, dir) in dirs {
+            cmd.arg(flag).arg(dir);
+        }
+        let child = cmd
             .args(&node)
             .args(["--read-only-port", "0"])
             .args(&fast)
