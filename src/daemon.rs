@@ -268,6 +268,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
                 pod_logs_dir: opts.pod_logs_dir.clone(),
                 node_name: opts.node_name.clone(),
                 node_ip: opts.node_ip.clone(),
+                pods_dir: opts.root_dir.join("pods"),
             },
             report.clone(),
         ),

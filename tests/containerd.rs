@@ -52,13 +52,18 @@ spec:
     )
 }
 
-/// The failed outcomes of `PullImage` steps for `container` of a pod, in ledger order.
-fn pull_failures(agent: &support::agent::Agent, container: &str) -> Vec<(String, String)> {
+/// The failed outcomes of `PullImage` steps for `container` of pod `uid`, in ledger order.
+fn pull_failures(
+    agent: &support::agent::Agent,
+    uid: &str,
+    container: &str,
+) -> Vec<(String, String)> {
     agent
         .ledger()
         .into_iter()
         .filter_map(|r| match r.event {
-            Event::RuntimeActionFinished(a) => match (a.action, a.outcome) {
+            Event::RuntimeActionFinished(a) if a.uid.as_str() == uid => match (a.action, a.outcome)
+            {
                 (
                     RuntimeAction::PullImage { container: c, .. },
                     ActionOutcome::Failed { reason, message },
@@ -143,7 +148,7 @@ spec:
         waiting.message.as_deref(),
         Some(format!("Back-off pulling image {absent:?}").as_str())
     );
-    let failures = pull_failures(&agent, "main");
+    let failures = pull_failures(&agent, p.metadata.uid.as_deref().unwrap(), "main");
     let first = failures.first().expect("a failed pull");
     assert_eq!(first.0, "ErrImagePull", "{failures:?}");
     assert!(
@@ -298,4 +303,164 @@ fn containerd_container_logs_land_at_the_kubelet_path_layout_and_are_readable() 
     }
     // nothing was written under the harness' own log directory
     assert!(agent.pod_log_dir("talker").is_none());
+}
+
+#[test]
+fn containerd_empty_dir_and_host_path_volumes_are_mounted_checked_and_removed_with_the_pod() {
+    let Some(rt) = Runtime::containerd("volumes") else {
+        return;
+    };
+    let agent = rt.start_agent("ctd-vols", &[]);
+    let host = agent.root.path().join("host");
+    std::fs::create_dir_all(&host).unwrap();
+    let created_dir = host.join("created");
+    let created_file = host.join("file.txt");
+    let image = rt.image();
+    agent.write_manifest(
+        "vols.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: vols
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  volumes:
+    - name: scratch
+      emptyDir: {{}}
+    - name: mem
+      emptyDir:
+        medium: Memory
+        sizeLimit: 8Mi
+    - name: made
+      hostPath:
+        path: {created_dir}
+        type: DirectoryOrCreate
+    - name: file
+      hostPath:
+        path: {created_file}
+        type: FileOrCreate
+  initContainers:
+    - name: writer
+      image: {image}
+      command: ["sh", "-c", "echo from-init > /scratch/msg"]
+      volumeMounts:
+        - {{name: scratch, mountPath: /scratch}}
+  containers:
+    - name: main
+      image: {image}
+      command:
+        - sh
+        - -c
+        - |
+          cat /scratch/msg
+          grep ' /mem ' /proc/mounts
+          echo to-host > /made/out
+          echo line > /data/file.txt
+          echo in-memory > /mem/x
+          exec sleep 3600
+      volumeMounts:
+        - {{name: scratch, mountPath: /scratch, readOnly: true}}
+        - {{name: mem, mountPath: /mem}}
+        - {{name: made, mountPath: /made}}
+        - {{name: file, mountPath: /data/file.txt}}
+"#,
+            created_dir = created_dir.display(),
+            created_file = created_file.display(),
+        ),
+    );
+    // a hostPath whose type check fails: a clear error, and only that pod waits
+    let missing = host.join("not-there");
+    agent.write_manifest(
+        "badvol.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: badvol
+spec:
+  hostNetwork: true
+  volumes:
+    - name: data
+      hostPath:
+        path: {missing}
+        type: Directory
+  containers:
+    - name: main
+      image: {image}
+      command: ["sleep", "3600"]
+      volumeMounts:
+        - {{name: data, mountPath: /data}}
+"#,
+            missing = missing.display()
+        ),
+    );
+    let p = agent.wait_for("vols running", 60, |a| {
+        let p = a.pod("vols")?;
+        container(&p, "main")?.state.as_ref()?.running.as_ref()?;
+        Some(p)
+    });
+    let uid = p.metadata.uid.clone().unwrap();
+    let pod_dir = agent.root.path().join("state/pods").join(&uid);
+    let scratch = pod_dir.join("volumes/kubernetes.io~empty-dir/scratch");
+    let mem = pod_dir.join("volumes/kubernetes.io~empty-dir/mem");
+    // the container's log shows what it saw
+    let log = agent.pod_log_dir("vols").unwrap().join("main/0.log");
+    let text = agent.wait_for("main's log", 10, |_| {
+        let t = std::fs::read_to_string(&log).ok()?;
+        t.contains("tmpfs").then_some(t)
+    });
+    assert!(
+        text.contains("from-init"),
+        "the init container's file: {text}"
+    );
+    assert!(
+        text.contains("size=8192k"),
+        "medium Memory is a sized tmpfs: {text}"
+    );
+    agent.wait_for("the container's writes on the host", 10, |_| {
+        (std::fs::read_to_string(created_dir.join("out")).ok()? == "to-host\n"
+            && std::fs::read_to_string(&created_file).ok()? == "line\n"
+            && std::fs::read_to_string(mem.join("x")).ok()? == "in-memory\n")
+            .then_some(())
+    });
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("msg")).unwrap(),
+        "from-init\n"
+    );
+    assert_eq!(
+        support::containerd::mounts_under(&mem),
+        vec![mem.to_string_lossy().to_string()]
+    );
+
+    let bad = agent.wait_for("badvol: CreateContainerConfigError", 30, |a| {
+        let p = a.pod("badvol")?;
+        (waiting_reason(&p, "main")? == "CreateContainerConfigError").then_some(p)
+    });
+    let msg = container(&bad, "main")
+        .unwrap()
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap()
+        .message
+        .unwrap();
+    assert!(
+        msg.contains("spec.volumes[0].hostPath.type")
+            && msg.contains("\"data\"")
+            && msg.contains("is not a directory"),
+        "{msg}"
+    );
+
+    // the pod goes: its volumes go with it (hostPath contents stay)
+    agent.remove_manifest("vols.yaml");
+    agent.wait_for("the pod's directory removed", 60, |_| {
+        (!pod_dir.exists()).then_some(())
+    });
+    assert!(support::containerd::mounts_under(&pod_dir).is_empty());
+    assert!(created_dir.join("out").is_file());
+    // the other pod is still there, still waiting on its volume
+    assert!(agent.pod("badvol").is_some());
 }

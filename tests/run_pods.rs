@@ -207,3 +207,72 @@ spec:
     assert!(left.is_empty(), "processes left running: {left:?}");
     assert!(agent.log().contains("all pods stopped"), "{}", agent.log());
 }
+
+#[test]
+fn the_embedded_runtime_refuses_an_empty_dir_with_a_clear_error_and_other_pods_run_on() {
+    let agent = Agent::start(&[]);
+    let shared = agent.root.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    agent.write_manifest(
+        "ok.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: same-path
+spec:
+  volumes:
+    - name: shared
+      hostPath: {{path: {dir}, type: Directory}}
+  containers:
+    - name: main
+      image: busybox
+      command: ["sh", "-c", "echo hi > {dir}/out; sleep 3600"]
+      volumeMounts:
+        - {{name: shared, mountPath: {dir}}}
+"#,
+            dir = shared.display()
+        ),
+    );
+    agent.write_manifest(
+        "scratch.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: scratch
+spec:
+  volumes:
+    - name: tmp
+      emptyDir: {}
+  containers:
+    - name: main
+      image: busybox
+      command: ["sleep", "3600"]
+      volumeMounts:
+        - {name: tmp, mountPath: /scratch}
+"#,
+    );
+    let p = agent.wait_for("scratch: CreateContainerError", 60, |a| {
+        let p = a.pod("scratch")?;
+        (scenarios::waiting_reason(&p, "main")? == "CreateContainerError").then_some(p)
+    });
+    let msg = container(&p, "main")
+        .unwrap()
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap()
+        .message
+        .unwrap();
+    assert!(
+        msg.contains("embedded runtime") && msg.contains("emptyDir") && msg.contains("/scratch"),
+        "{msg}"
+    );
+    // a hostPath mounted at its own path works, and that pod runs
+    agent.wait_for("same-path running and writing", 60, |a| {
+        let p = a.pod("same-path")?;
+        container(&p, "main")?.state.as_ref()?.running.as_ref()?;
+        (std::fs::read_to_string(shared.join("out")).ok()? == "hi\n").then_some(())
+    });
+}

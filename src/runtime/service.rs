@@ -140,7 +140,8 @@ fn validate_container_config(config: &v1::ContainerConfig) -> Result<(), Status>
                 "container {name:?}: mount of host path {:?} at {:?} is not supported: the \
                  embedded runtime runs containers as plain host processes without a mount \
                  namespace, so a host path is only visible at its own path (host_path must \
-                 equal container_path)",
+                 equal container_path): only a hostPath volume mounted at its own path works; \
+                 emptyDir and every other volume need a real runtime (containerd, CRI-O)",
                 m.host_path, m.container_path
             )));
         }

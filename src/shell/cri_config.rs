@@ -56,6 +56,9 @@ pub struct NodeContext {
     pub node_name: String,
     /// The node's IP (for `status.hostIP` references and host-network pods).
     pub node_ip: String,
+    /// Where pod directories live (`<root-dir>/pods`): `emptyDir` volumes are under
+    /// `<pods_dir>/<uid>/volumes/`.
+    pub pods_dir: PathBuf,
 }
 
 /// Why a container configuration could not be built (`CreateContainerConfigError`).
@@ -254,6 +257,7 @@ pub fn container_config(
     p: &Pod,
     start: &ContainerStart,
     pod_ip: &str,
+    volumes: &super::volumes::VolumePaths,
 ) -> Result<v1::ContainerConfig, ConfigError> {
     let c = spec_container(p, start).ok_or_else(|| {
         ConfigError(format!(
@@ -325,7 +329,7 @@ pub fn container_config(
         args: expand_all(&c.args),
         working_dir: c.working_dir.clone().unwrap_or_default(),
         envs,
-        mounts: mounts(p, c)?,
+        mounts: mounts(p, c, volumes)?,
         labels,
         annotations,
         log_path: container_log_path(&c.name, start.restart_count),
@@ -337,8 +341,14 @@ pub fn container_config(
     })
 }
 
-fn mounts(p: &Pod, c: &Container) -> Result<Vec<v1::Mount>, ConfigError> {
-    let volumes = p
+/// The container's `volumeMounts` as CRI mounts of the prepared volumes' host paths
+/// (`subPath` joined, never escaping the volume).
+fn mounts(
+    p: &Pod,
+    c: &Container,
+    volumes: &super::volumes::VolumePaths,
+) -> Result<Vec<v1::Mount>, ConfigError> {
+    let defined = p
         .spec
         .as_ref()
         .and_then(|s| s.volumes.as_ref())
@@ -346,27 +356,40 @@ fn mounts(p: &Pod, c: &Container) -> Result<Vec<v1::Mount>, ConfigError> {
         .unwrap_or_default();
     let mut out = Vec::new();
     for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
-        let v = volumes.iter().find(|v| v.name == m.name).ok_or_else(|| {
-            ConfigError(format!(
+        if !defined.iter().any(|v| v.name == m.name) {
+            return Err(ConfigError(format!(
                 "container {}: volumeMounts[{i}].name: volume {:?} is not defined in spec.volumes",
                 c.name, m.name
-            ))
-        })?;
-        match &v.host_path {
-            Some(hp) => out.push(v1::Mount {
-                container_path: m.mount_path.clone(),
-                host_path: hp.path.clone(),
-                readonly: m.read_only.unwrap_or(false),
-                ..Default::default()
-            }),
-            None => {
-                return Err(ConfigError(format!(
-                    "container {}: volumeMounts[{i}]: volume {:?} is not a hostPath volume; \
-                     only hostPath volumes are supported so far",
-                    c.name, m.name
-                )))
-            }
+            )));
         }
+        let Some(host) = volumes.get(&m.name) else {
+            return Err(ConfigError(format!(
+                "container {}: volumeMounts[{i}]: volume {:?} is not ready on the node",
+                c.name, m.name
+            )));
+        };
+        let mut host = host.clone();
+        if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+            let rel = Path::new(sub);
+            if rel.is_absolute()
+                || rel
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                return Err(ConfigError(format!(
+                    "container {}: volumeMounts[{i}].subPath: {sub:?} must be a relative path \
+                     without '..'",
+                    c.name
+                )));
+            }
+            host = host.join(rel);
+        }
+        out.push(v1::Mount {
+            container_path: m.mount_path.clone(),
+            host_path: host.to_string_lossy().into_owned(),
+            readonly: m.read_only.unwrap_or(false),
+            ..Default::default()
+        });
     }
     Ok(out)
 }

@@ -15,7 +15,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
-use super::cri_config::{self, NodeContext};
+use super::cri_config::{self, ConfigError, NodeContext};
 use super::runtime_view;
 use super::Report;
 use crate::core::command::{
@@ -84,6 +84,15 @@ impl Step<'_> {
             )
             .await;
     }
+}
+
+/// Where a plan's containers start: the sandbox, its config, the pod IP and the prepared
+/// volumes (or why they could not be prepared).
+struct StartTarget<'a> {
+    sandbox_id: &'a str,
+    sandbox_config: &'a v1::PodSandboxConfig,
+    pod_ip: &'a str,
+    volumes: &'a Result<super::volumes::VolumePaths, String>,
 }
 
 fn failed(reason: &str, message: String) -> ActionOutcome {
@@ -285,12 +294,22 @@ impl Executor {
             };
         }
         let sandbox_config = cri_config::sandbox_config(&self.ctx, p, attempt);
+        // the pod's volumes, before any container starts (kubelet WaitForAttachAndMount); a
+        // failure fails each start with CreateContainerConfigError naming the volume
+        let volumes = if plan.start_init.is_empty() && plan.start.is_empty() {
+            Ok(Default::default())
+        } else {
+            super::volumes::prepare(&self.ctx.pods_dir, p)
+        };
+        let target = StartTarget {
+            sandbox_id: &sandbox_id,
+            sandbox_config: &sandbox_config,
+            pod_ip: &pod_ip,
+            volumes: &volumes,
+        };
         // 4. init containers in order: a failure stops here (a sidecar failure does not)
         for s in &plan.start_init {
-            if let Err(e) = self
-                .start_container(step, p, &sandbox_id, &sandbox_config, s, &pod_ip)
-                .await
-            {
+            if let Err(e) = self.start_container(step, p, &target, s).await {
                 let sidecar = cri_config::spec_container(p, s)
                     .and_then(|c| c.restart_policy.as_deref())
                     == Some("Always");
@@ -304,10 +323,7 @@ impl Executor {
         }
         // 5. regular containers: failures are recorded and the others still start
         for s in &plan.start {
-            if let Err(e) = self
-                .start_container(step, p, &sandbox_id, &sandbox_config, s, &pod_ip)
-                .await
-            {
+            if let Err(e) = self.start_container(step, p, &target, s).await {
                 errors.push(e);
             }
         }
@@ -324,11 +340,15 @@ impl Executor {
         &self,
         step: &Step<'_>,
         p: &Pod,
-        sandbox_id: &str,
-        sandbox_config: &v1::PodSandboxConfig,
+        target: &StartTarget<'_>,
         s: &ContainerStart,
-        pod_ip: &str,
     ) -> Result<(), String> {
+        let StartTarget {
+            sandbox_id,
+            sandbox_config,
+            pod_ip,
+            volumes,
+        } = *target;
         let who = format!(
             "container {} of pod {}/{}",
             s.name,
@@ -366,7 +386,11 @@ impl Executor {
         }
         // create
         let started = Instant::now();
-        let create = match cri_config::container_config(&self.ctx, p, s, pod_ip) {
+        let config = volumes
+            .as_ref()
+            .map_err(|e| ConfigError(e.clone()))
+            .and_then(|v| cri_config::container_config(&self.ctx, p, s, pod_ip, v));
+        let create = match config {
             Err(e) => Err(("CreateContainerConfigError", format!("{who}: {e}"))),
             Ok(config) => {
                 let log_dir = std::path::Path::new(&sandbox_config.log_directory).join(&s.name);
@@ -665,6 +689,12 @@ impl Executor {
             o = self.terminate(&step, &cmd.kill) => o,
             _ = token.cancelled() => SyncOutcome::Canceled,
         };
+        if outcome == SyncOutcome::Ok {
+            // an orphaned pod's volumes (no SyncTerminatedPod follows)
+            if let Err(e) = super::volumes::remove_pod(&self.ctx.pods_dir, cmd.uid.as_str()) {
+                tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's volumes");
+            }
+        }
         self.finish(
             &cmd.uid,
             cmd.sync_id,
@@ -712,6 +742,15 @@ impl Executor {
                         message: format!("error reading the pod before removing it: {e}"),
                     }
                 }
+            }
+        }
+        // the kubelet tears a terminated pod's volumes down (emptyDir contents go with it)
+        if let Err(e) = super::volumes::remove_pod(&self.ctx.pods_dir, cmd.uid.as_str()) {
+            tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's volumes");
+            if outcome == SyncOutcome::Ok {
+                outcome = SyncOutcome::Failed {
+                    message: format!("error tearing down the pod's volumes: {e}"),
+                };
             }
         }
         self.finish(&cmd.uid, cmd.sync_id, WorkType::Terminated, outcome, cause)

@@ -12,6 +12,7 @@ pub mod machine;
 pub mod runtime_health;
 pub mod runtime_view;
 pub mod timers;
+pub mod volumes;
 
 use tokio::sync::mpsc;
 

@@ -93,6 +93,11 @@ impl Drop for TestAgent {
             if let Runtime::Containerd(c) = self.runtime {
                 c.remove_node_pods(&a.node_name);
             }
+            // a failed test may leave a pod's tmpfs (emptyDir medium Memory) mounted
+            for m in super::containerd::mounts_under(a.root.path()) {
+                let c = std::ffi::CString::new(m).expect("no NUL");
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
         }
     }
 }

@@ -1,0 +1,356 @@
+//! Pod volumes on the node (kubelet volume manager, for the plugins ledgerlet has):
+//! `emptyDir` and `hostPath`.
+//!
+//! Owns the pod directory's volume layout (`<root-dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>`,
+//! as the kubelet lays it out), creating `emptyDir`s (a `tmpfs` for `medium: Memory`, sized by
+//! `sizeLimit`), the `hostPath` type checks (and creation for `DirectoryOrCreate` /
+//! `FileOrCreate`), and tearing a pod's volumes down (unmount, remove) when it is terminated.
+//! Must not decide when: the executor calls [`prepare`] before it starts containers and
+//! [`remove_pod`] when the pod is terminated. Every error names the pod, the volume and the
+//! field.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Pod, Volume};
+
+use crate::core::pod;
+
+/// The directory of the kubelet's emptyDir plugin inside a pod's volume directory.
+pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
+
+/// Host paths of a pod's volumes, by volume name.
+pub type VolumePaths = BTreeMap<String, PathBuf>;
+
+/// `<pods_dir>/<uid>`: the pod's directory.
+pub fn pod_dir(pods_dir: &Path, uid: &str) -> PathBuf {
+    pods_dir.join(uid)
+}
+
+/// `<pods_dir>/<uid>/volumes/kubernetes.io~empty-dir/<name>`.
+pub fn empty_dir_path(pods_dir: &Path, uid: &str, name: &str) -> PathBuf {
+    pod_dir(pods_dir, uid)
+        .join("volumes")
+        .join(EMPTY_DIR_PLUGIN)
+        .join(name)
+}
+
+fn volume_error(p: &Pod, i: usize, v: &Volume, field: &str, what: String) -> String {
+    format!(
+        "pod {}/{}: spec.volumes[{i}]{field} (volume {:?}): {what}",
+        pod::namespace(p),
+        pod::name(p),
+        v.name
+    )
+}
+
+/// Makes every volume of the pod ready on the host and returns their host paths. Creating
+/// an existing `emptyDir` (or mounting an already mounted `tmpfs`) is a no-op, so this runs
+/// before every start.
+pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
+    let mut out = VolumePaths::new();
+    let volumes = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_deref())
+        .unwrap_or_default();
+    for (i, v) in volumes.iter().enumerate() {
+        let path = if let Some(e) = &v.empty_dir {
+            let dir = empty_dir_path(pods_dir, pod::uid_str(p), &v.name);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                volume_error(
+                    p,
+                    i,
+                    v,
+                    ".emptyDir",
+                    format!("cannot create {}: {e}", dir.display()),
+                )
+            })?;
+            // world-writable like the kubelet's emptyDir (0777), so any user in the container can use it
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777));
+            match e.medium.as_deref().unwrap_or("") {
+                "" => {}
+                "Memory" => {
+                    let size = match &e.size_limit {
+                        Some(q) => Some(
+                            crate::core::pod_status::quantity::parse_nanos(&q.0)
+                                .map(|n| (n / 1_000_000_000).max(0))
+                                .ok_or_else(|| {
+                                    volume_error(
+                                        p,
+                                        i,
+                                        v,
+                                        ".emptyDir.sizeLimit",
+                                        format!("{:?} is not a quantity", q.0),
+                                    )
+                                })?,
+                        ),
+                        None => None,
+                    };
+                    mount_tmpfs(&dir, size).map_err(|e| {
+                        volume_error(p, i, v, ".emptyDir.medium", format!("Memory: {e}"))
+                    })?;
+                }
+                other => {
+                    return Err(volume_error(
+                        p,
+                        i,
+                        v,
+                        ".emptyDir.medium",
+                        format!("{other:?} is not supported (\"\" or \"Memory\")"),
+                    ))
+                }
+            }
+            dir
+        } else if let Some(h) = &v.host_path {
+            check_host_path(Path::new(&h.path), h.type_.as_deref().unwrap_or(""))
+                .map_err(|e| volume_error(p, i, v, ".hostPath.type", e))?;
+            PathBuf::from(&h.path)
+        } else {
+            return Err(volume_error(
+                p,
+                i,
+                v,
+                "",
+                "only emptyDir and hostPath volumes are supported by ledgerlet so far".into(),
+            ));
+        };
+        out.insert(v.name.clone(), path);
+    }
+    Ok(out)
+}
+
+/// The kubelet's `hostPath` type checks (`checkType`), creating what `*OrCreate` asks for.
+pub fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path);
+    let exists = meta.is_ok();
+    let is = |f: &dyn Fn(&std::fs::Metadata) -> bool| meta.as_ref().is_ok_and(f);
+    match type_ {
+        "" => Ok(()),
+        "DirectoryOrCreate" if !exists => std::fs::create_dir_all(path)
+            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)))
+            .map_err(|e| format!("cannot create directory {shown}: {e}")),
+        "DirectoryOrCreate" | "Directory" => {
+            if !exists {
+                Err(format!(
+                    "hostPath type check failed: {shown} is not a directory (it does not exist)"
+                ))
+            } else if is(&|m| m.is_dir()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "hostPath type check failed: {shown} is not a directory"
+                ))
+            }
+        }
+        "FileOrCreate" if !exists => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|_| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)))
+            .map_err(|e| format!("cannot create file {shown}: {e}")),
+        "FileOrCreate" | "File" => {
+            if !exists {
+                Err(format!(
+                    "hostPath type check failed: {shown} is not a file (it does not exist)"
+                ))
+            } else if is(&|m| m.is_file()) {
+                Ok(())
+            } else {
+                Err(format!("hostPath type check failed: {shown} is not a file"))
+            }
+        }
+        "Socket" | "CharDevice" | "BlockDevice" => {
+            let ok = is(&|m| {
+                let t = m.file_type();
+                match type_ {
+                    "Socket" => t.is_socket(),
+                    "CharDevice" => t.is_char_device(),
+                    _ => t.is_block_device(),
+                }
+            });
+            if ok {
+                Ok(())
+            } else {
+                let what = match type_ {
+                    "Socket" => "a socket file",
+                    "CharDevice" => "a character device",
+                    _ => "a block device",
+                };
+                Err(format!("hostPath type check failed: {shown} is not {what}"))
+            }
+        }
+        other => Err(format!(
+            "{other:?} is not a hostPath type (\"\", DirectoryOrCreate, Directory, FileOrCreate, \
+             File, Socket, CharDevice, BlockDevice)"
+        )),
+    }
+}
+
+/// True if `dir` is a mount point (listed in /proc/self/mountinfo).
+fn is_mount_point(dir: &Path) -> bool {
+    let want = dir.to_string_lossy();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| unescape(m) == want)
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+fn mount_tmpfs(dir: &Path, size_bytes: Option<i128>) -> Result<(), String> {
+    if is_mount_point(dir) {
+        return Ok(());
+    }
+    let target = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| "the path contains a NUL byte".to_string())?;
+    let data = match size_bytes {
+        Some(b) => format!("mode=0777,size={b}"),
+        None => "mode=0777".to_string(),
+    };
+    let data = std::ffi::CString::new(data).expect("no NUL");
+    let fstype = std::ffi::CString::new("tmpfs").expect("no NUL");
+    // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(format!(
+            "cannot mount a tmpfs at {}: {e} (medium: Memory needs CAP_SYS_ADMIN)",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Tears down a pod's volumes: unmounts every mount under its directory (deepest first) and
+/// removes the directory. `hostPath` contents are never touched (they are not under it).
+pub fn remove_pod(pods_dir: &Path, uid: &str) -> Result<(), String> {
+    let dir = pod_dir(pods_dir, uid);
+    if !dir.exists() {
+        return Ok(());
+    }
+    let prefix = format!("{}/", dir.to_string_lossy());
+    let mut mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(unescape)
+        .filter(|m| m.starts_with(&prefix))
+        .collect();
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    mounts.dedup();
+    for m in mounts {
+        let target = std::ffi::CString::new(m.clone()).map_err(|_| format!("{m}: NUL byte"))?;
+        // SAFETY: a valid NUL-terminated path.
+        if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
+            return Err(format!(
+                "cannot unmount {m}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    std::fs::remove_dir_all(&dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_path_types_are_checked_and_created() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("d");
+        let file = t.path().join("f");
+        assert!(check_host_path(&dir, "Directory")
+            .unwrap_err()
+            .contains("is not a directory"));
+        check_host_path(&dir, "DirectoryOrCreate").unwrap();
+        assert!(dir.is_dir());
+        check_host_path(&dir, "Directory").unwrap();
+        assert!(check_host_path(&dir, "File")
+            .unwrap_err()
+            .contains("is not a file"));
+        assert!(check_host_path(&file, "File")
+            .unwrap_err()
+            .contains("does not exist"));
+        check_host_path(&file, "FileOrCreate").unwrap();
+        assert!(file.is_file());
+        check_host_path(&file, "File").unwrap();
+        assert!(check_host_path(&file, "DirectoryOrCreate")
+            .unwrap_err()
+            .contains("is not a directory"));
+        assert!(check_host_path(&file, "Socket")
+            .unwrap_err()
+            .contains("socket"));
+        assert!(check_host_path(Path::new("/dev/null"), "CharDevice").is_ok());
+        assert!(check_host_path(&file, "Bogus")
+            .unwrap_err()
+            .contains("not a hostPath type"));
+        check_host_path(Path::new("/nonexistent/anything"), "").unwrap();
+        // FileOrCreate does not create parent directories (as upstream)
+        assert!(check_host_path(&t.path().join("no/such/f"), "FileOrCreate").is_err());
+    }
+
+    fn pod_with(volumes: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+            "spec": {"containers": [{"name": "c"}], "volumes": volumes}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn empty_dirs_live_under_the_pod_dir_and_go_with_it() {
+        let t = tempfile::tempdir().unwrap();
+        let p = pod_with(serde_json::json!([{"name": "scratch", "emptyDir": {}}]));
+        let paths = prepare(t.path(), &p).unwrap();
+        let want = t.path().join("u1/volumes/kubernetes.io~empty-dir/scratch");
+        assert_eq!(paths["scratch"], want);
+        assert!(want.is_dir());
+        std::fs::write(want.join("x"), "data").unwrap();
+        // preparing again keeps the contents
+        prepare(t.path(), &p).unwrap();
+        assert!(want.join("x").is_file());
+        remove_pod(t.path(), "u1").unwrap();
+        assert!(!t.path().join("u1").exists());
+    }
+
+    #[test]
+    fn unsupported_volumes_are_refused_naming_pod_volume_and_field() {
+        let t = tempfile::tempdir().unwrap();
+        let p = pod_with(serde_json::json!([
+            {"name": "ok", "emptyDir": {}},
+            {"name": "cfg", "configMap": {"name": "x"}}
+        ]));
+        let e = prepare(t.path(), &p).unwrap_err();
+        assert!(e.contains("pod ns/p: spec.volumes[1]"), "{e}");
+        assert!(e.contains("\"cfg\""), "{e}");
+        let p = pod_with(serde_json::json!([
+            {"name": "h", "hostPath": {"path": "/nonexistent/ledgerlet", "type": "Directory"}}
+        ]));
+        let e = prepare(t.path(), &p).unwrap_err();
+        assert!(e.contains("spec.volumes[0].hostPath.type"), "{e}");
+        assert!(e.contains("is not a directory"), "{e}");
+        let p = pod_with(serde_json::json!([
+            {"name": "m", "emptyDir": {"medium": "HugePages"}}
+        ]));
+        let e = prepare(t.path(), &p).unwrap_err();
+        assert!(e.contains("spec.volumes[0].emptyDir.medium"), "{e}");
+    }
+}
