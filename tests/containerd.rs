@@ -464,3 +464,212 @@ spec:
     // the other pod is still there, still waiting on its volume
     assert!(agent.pod("badvol").is_some());
 }
+
+/// The `ledgerlet run …` command of the README's containerd section, as arguments after
+/// `ledgerlet run`.
+fn readme_containerd_command() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Running on containerd"))
+        .expect("README has a 'Running on containerd' section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sh block in the containerd section");
+    let line = block.replace("\\\n", " ");
+    let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    assert_eq!(
+        words.get(..2),
+        Some(&["ledgerlet".to_string(), "run".to_string()][..]),
+        "{words:?}"
+    );
+    words[2..].to_vec()
+}
+
+#[test]
+fn containerd_the_readme_command_runs_pods_and_says_which_pleg_mode_runs() {
+    let Some(rt) = Runtime::containerd("README command") else {
+        return;
+    };
+    let Runtime::Containerd(ctd) = rt else {
+        unreachable!()
+    };
+    let readme = readme_containerd_command();
+    let flags: Vec<&str> = readme
+        .iter()
+        .filter(|w| w.starts_with("--"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        flags,
+        ["--container-runtime-endpoint", "--pod-manifest-path"],
+        "the test substitutes exactly these flags' values"
+    );
+    let value = |flag: &str| {
+        let i = readme.iter().position(|w| w == flag).unwrap();
+        readme[i + 1].clone()
+    };
+    assert_eq!(
+        value("--container-runtime-endpoint"),
+        "unix:///run/containerd/containerd.sock"
+    );
+    // the same command, pointed at the private containerd and the test's manifest directory
+    let scratch = tempfile::tempdir().unwrap();
+    let manifests = scratch.path().join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let manifests_arg = manifests.to_string_lossy().into_owned();
+    let args: Vec<String> = readme
+        .iter()
+        .map(|w| {
+            if *w == value("--container-runtime-endpoint") {
+                ctd.endpoint.clone()
+            } else if *w == value("--pod-manifest-path") {
+                manifests_arg.clone()
+            } else {
+                w.clone()
+            }
+        })
+        .collect();
+    let mut extra: Vec<&str> = args.iter().map(String::as_str).collect();
+    extra.extend(["--node-name", "ctd-readme"]);
+    // dropped after the agent, even on a panic
+    let _guard = NodePods(ctd, "ctd-readme");
+    let agent = support::agent::Agent::start(&extra);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        manifests.join("web.yaml"),
+        sleeper(
+            "web",
+            rt.image(),
+            &format!("echo serving; exec httpd -f -p 127.0.0.1:{port} -h /etc"),
+        ),
+    )
+    .unwrap();
+    let p = agent.wait_for("web running", 60, |a| {
+        let p = a.pod("web")?;
+        container(&p, "main")?.state.as_ref()?.running.as_ref()?;
+        Some(p)
+    });
+    assert!(container(&p, "main")
+        .unwrap()
+        .container_id
+        .as_deref()
+        .unwrap()
+        .starts_with("containerd://"));
+    // busybox httpd in the container, on the host network, serves the image's /etc/passwd
+    let body = agent.wait_for("the container's HTTP server answers", 20, |_| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        use std::io::{Read, Write};
+        s.write_all(b"GET /passwd HTTP/1.0\r\n\r\n").ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        Some(out)
+    });
+    assert!(body.contains("nobody:x:65534"), "{body}");
+    // the PLEG says which mode runs: containerd 1.6 has no GetContainerEvents
+    let log = agent.log();
+    assert!(
+        log.contains("PLEG: generic mode") && log.contains("does not implement GetContainerEvents"),
+        "{log}"
+    );
+    assert_eq!(log.matches("PLEG: generic mode").count(), 1, "said once");
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.contains("ledgerlet_pleg_mode{mode=\"generic\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ledgerlet_pleg_mode{mode=\"evented\"} 0"),
+        "{metrics}"
+    );
+}
+
+/// Removes a node's pods from containerd when dropped (for tests that start an `Agent`
+/// directly).
+struct NodePods(&'static support::containerd::Containerd, &'static str);
+
+impl Drop for NodePods {
+    fn drop(&mut self) {
+        self.0.remove_node_pods(self.1);
+    }
+}
+
+#[test]
+fn containerd_exit_codes_reasons_and_nanosecond_times_are_parsed() {
+    let Some(rt) = Runtime::containerd("status parsing") else {
+        return;
+    };
+    let agent = rt.start_agent("ctd-status", &[]);
+    let image = rt.image();
+    let pod = |name: &str, extra: &str, script: &str| {
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  hostNetwork: true
+  restartPolicy: Never
+  containers:
+    - name: main
+      image: {image}
+      command: ["sh", "-c", "{script}"]
+{extra}"#
+        )
+    };
+    agent.write_manifest("ok.yaml", &pod("ok", "", "sleep 0.3; exit 0"));
+    agent.write_manifest("err.yaml", &pod("err", "", "exit 42"));
+    // more than its memory limit: the kernel's OOM killer ends it
+    agent.write_manifest(
+        "oom.yaml",
+        &pod(
+            "oom",
+            "      resources:\n        limits:\n          memory: 16Mi\n",
+            "a=$(head -c 100000000 /dev/zero | tr '\\\\0' x); echo survived",
+        ),
+    );
+    let terminated = |name: &str| {
+        agent.wait_for(&format!("{name} terminated"), 60, |a| {
+            let p = a.pod(name)?;
+            let t = container(&p, "main")?.state.as_ref()?.terminated.clone()?;
+            (phase(&p) == "Failed" || phase(&p) == "Succeeded").then_some((phase(&p), t))
+        })
+    };
+    let (ph, t) = terminated("ok");
+    assert_eq!(
+        (ph.as_str(), t.exit_code, t.reason.as_deref()),
+        ("Succeeded", 0, Some("Completed"))
+    );
+    let (ph, t) = terminated("err");
+    assert_eq!(
+        (ph.as_str(), t.exit_code, t.reason.as_deref()),
+        ("Failed", 42, Some("Error"))
+    );
+    let (ph, t) = terminated("oom");
+    assert_eq!(
+        (ph.as_str(), t.exit_code, t.reason.as_deref()),
+        ("Failed", 137, Some("OOMKilled")),
+        "{t:?}"
+    );
+    // the runtime's times keep their nanoseconds, and "ok" ran for about 0.3 s
+    let records = agent.ledger();
+    let runs = scenarios::instances(&records, "ok", "main");
+    let (_, started, finished) = runs.last().cloned().expect("ok ran");
+    let finished = finished.expect("ok finished");
+    let ran = finished.since(started);
+    assert!(
+        ran >= std::time::Duration::from_millis(250) && ran < std::time::Duration::from_secs(5),
+        "{ran:?}"
+    );
+    assert!(
+        started.unix_nanos() % 1_000_000_000 != 0 || finished.unix_nanos() % 1_000_000_000 != 0,
+        "nanosecond times: {started:?} {finished:?}"
+    );
+}
