@@ -327,3 +327,24 @@ fn admission_rejects_pods_beyond_max_pods_and_counts_only_active_ones() {
     h.submit(added(PodSource::Api, &pod("d", "d", "ns").build()));
     assert!(h.has_status("d"), "admitted once a is terminated");
 }
+
+/// A pod no config source wants any more (a removed static pod) has its containers and
+/// sandboxes removed once terminated, as the kubelet's container GC would
+/// (`ShouldPodContentBeRemoved`).
+#[test]
+fn a_removed_static_pods_runtime_content_is_removed_once_terminated() {
+    let remove_runtime = |h: &Harness, u: &str| {
+        h.commands.iter().rev().find_map(|(_, c)| match c {
+            Command::SyncTerminatedPod(s) if s.uid.as_str() == u => Some(s.remove_runtime),
+            _ => None,
+        })
+    };
+    let mut h = Harness::with_file_source();
+    let gone = pod("gone", "gone", "ns").static_pod().build();
+    h.submit(added(PodSource::File, &gone));
+    h.drain();
+    assert_eq!(remove_runtime(&h, "gone"), None, "running, not terminated");
+    h.submit(removed(PodSource::File, &gone));
+    h.drain();
+    assert_eq!(remove_runtime(&h, "gone"), Some(true));
+}

@@ -318,6 +318,30 @@ state = "{d}/state"
         }
     }
 
+    /// How many sandboxes and containers labelled with `node` containerd still has.
+    pub fn node_objects(&self, node: &str) -> (usize, usize) {
+        let endpoint = self.endpoint.clone();
+        let selector = HashMap::from([(NODE_LABEL.to_string(), node.to_string())]);
+        block_on(async move {
+            let cri = connect(&endpoint).await.expect("CRI");
+            let sandboxes = cri
+                .list_pod_sandbox(Some(v1::PodSandboxFilter {
+                    label_selector: selector.clone(),
+                    ..Default::default()
+                }))
+                .await
+                .expect("ListPodSandbox");
+            let containers = cri
+                .list_containers(Some(v1::ContainerFilter {
+                    label_selector: selector,
+                    ..Default::default()
+                }))
+                .await
+                .expect("ListContainers");
+            (sandboxes.len(), containers.len())
+        })
+    }
+
     /// Stops containerd and deletes its directory (see the module doc).
     pub fn shutdown(&self) {
         if !self.endpoint.is_empty() && self.socket.exists() {

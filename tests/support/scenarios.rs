@@ -486,5 +486,11 @@ spec:
         took >= Duration::from_millis(2_900) && took < Duration::from_secs(8),
         "stubborn was killed {took:?} after the kill (grace 3 s)"
     );
+    // deleted pods are removed from the runtime (RemoveContainer, RemovePodSandbox)
+    if let Runtime::Containerd(c) = rt {
+        agent.wait_for("the runtime has nothing left of the node", 30, |_| {
+            (c.node_objects(node) == (0, 0)).then_some(())
+        });
+    }
     agent.assert_ledger_replays_to_state();
 }
