@@ -124,6 +124,8 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+    #[command(flatten)]
+    tracing: super::tracing_args::TracingArgs,
 }
 
 fn hostname() -> String {
@@ -143,7 +145,23 @@ fn hostname() -> String {
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
-    crate::observe::logging::init(&args.log_level, matches!(args.log_format, LogFormat::Json));
+    let node_name = args
+        .node_name
+        .clone()
+        .unwrap_or_else(hostname)
+        .to_lowercase();
+    // the recorder first: the tracing pipeline registers its queue metrics when it starts
+    crate::observe::metrics::install();
+    if let Err(e) = args.tracing.init(
+        "ledgerlet",
+        &node_name,
+        &crate::shell::machine::system_hostname(),
+        &args.log_level,
+        matches!(args.log_format, LogFormat::Json),
+    ) {
+        eprintln!("ledgerlet run: {e}");
+        return ExitCode::from(2);
+    }
     let root_dir = args.root_dir.unwrap_or_else(default_root_dir);
     let is_root = unsafe { libc::geteuid() } == 0;
     let pod_logs_dir = args.pod_logs_dir.unwrap_or_else(|| {
@@ -159,7 +177,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         StopPods::Auto => args.container_runtime_endpoint.is_none(),
     };
     let opts = RunOptions {
-        node_name: args.node_name.unwrap_or_else(hostname).to_lowercase(),
+        node_name,
         node_ip: args.node_ip,
         root_dir,
         pod_logs_dir,
@@ -214,7 +232,11 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(crate::daemon::run(opts)) {
+    let result = rt.block_on(crate::daemon::run(opts));
+    if let Some(t) = crate::observe::otel::global() {
+        t.shutdown(std::time::Duration::from_secs(3));
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ledgerlet run: {e:#}");

@@ -30,6 +30,10 @@ use crate::ledger::event::{
     SyncOutcome,
 };
 use crate::ledger::Event;
+use crate::observe::describe::{
+    RUN_PODSANDBOX_DURATION_SECONDS, RUN_PODSANDBOX_ERRORS_TOTAL, STARTED_CONTAINERS_ERRORS_TOTAL,
+    STARTED_CONTAINERS_TOTAL, STARTED_PODS_ERRORS_TOTAL, STARTED_PODS_TOTAL,
+};
 
 /// The kubelet's minimum `StopContainer` timeout.
 pub const MIN_STOP_TIMEOUT_S: i64 = 2;
@@ -233,6 +237,7 @@ impl Executor {
         let mut pod_ip = cmd.runtime.ips.first().cloned().unwrap_or_default();
         if let Some(a) = plan.create_sandbox {
             attempt = a;
+            metrics::counter!(STARTED_PODS_TOTAL).increment(1);
             let started = Instant::now();
             let config = cri_config::sandbox_config(&self.ctx, p, a);
             if let Err(e) = std::fs::create_dir_all(&config.log_directory) {
@@ -240,6 +245,7 @@ impl Executor {
                     "Failed to create pod sandbox: cannot create log directory {}: {e}",
                     config.log_directory
                 );
+                metrics::counter!(STARTED_PODS_ERRORS_TOTAL).increment(1);
                 step.report(
                     RuntimeAction::CreateSandbox { attempt: a },
                     failed("CreatePodSandboxError", msg.clone()),
@@ -248,7 +254,15 @@ impl Executor {
                 .await;
                 return SyncOutcome::Failed { message: msg };
             }
-            match self.cri.run_pod_sandbox(config, "").await {
+            let run = self.cri.run_pod_sandbox(config, "").await;
+            metrics::histogram!(RUN_PODSANDBOX_DURATION_SECONDS, "runtime_handler" => "")
+                .record(started.elapsed().as_secs_f64());
+            if run.is_err() {
+                metrics::counter!(STARTED_PODS_ERRORS_TOTAL).increment(1);
+                metrics::counter!(RUN_PODSANDBOX_ERRORS_TOTAL, "runtime_handler" => "")
+                    .increment(1);
+            }
+            match run {
                 Ok(id) => {
                     sandbox_id = id.clone();
                     if let Ok(st) = self.cri.pod_sandbox_status(&id, false).await {
@@ -339,6 +353,48 @@ impl Executor {
             return Err(format!("{who} is not in the pod spec"));
         };
         let image = c.image.clone().unwrap_or_default();
+        let container_type = s.kind.metric_label();
+        metrics::counter!(STARTED_CONTAINERS_TOTAL, "container_type" => container_type)
+            .increment(1);
+        let result = self
+            .create_and_start(
+                step,
+                p,
+                sandbox_id,
+                sandbox_config,
+                s,
+                pod_ip,
+                c,
+                &image,
+                &who,
+            )
+            .await;
+        if let Err((code, _)) = &result {
+            metrics::counter!(
+                STARTED_CONTAINERS_ERRORS_TOTAL,
+                "container_type" => container_type,
+                "code" => *code
+            )
+            .increment(1);
+        }
+        result.map_err(|(_, message)| message)
+    }
+
+    /// Pull, create and start one container; errors carry the kubelet's reason.
+    #[allow(clippy::too_many_arguments)]
+    async fn create_and_start(
+        &self,
+        step: &Step<'_>,
+        p: &Pod,
+        sandbox_id: &str,
+        sandbox_config: &v1::PodSandboxConfig,
+        s: &ContainerStart,
+        pod_ip: &str,
+        c: &k8s_openapi::api::core::v1::Container,
+        image: &str,
+        who: &str,
+    ) -> Result<(), (&'static str, String)> {
+        let image = image.to_string();
         // image, per imagePullPolicy
         let started = Instant::now();
         let pull = self.ensure_image(c, &image).await;
@@ -357,10 +413,10 @@ impl Executor {
         )
         .await;
         if !pulled {
-            let ActionOutcome::Failed { message, .. } = outcome else {
+            let ActionOutcome::Failed { message, reason } = outcome else {
                 unreachable!()
             };
-            return Err(message);
+            return Err((reason_code(&reason), message));
         }
         // create
         let started = Instant::now();
@@ -398,7 +454,7 @@ impl Executor {
                     started,
                 )
                 .await;
-                return Err(msg);
+                return Err((reason, msg));
             }
         };
         // start
@@ -417,7 +473,7 @@ impl Executor {
                 let msg = format!("{who}: {e}");
                 step.report(action, failed("RunContainerError", msg.clone()), started)
                     .await;
-                Err(msg)
+                Err(("RunContainerError", msg))
             }
         }
     }
@@ -710,6 +766,17 @@ impl Executor {
             }
         }
         Ok(())
+    }
+}
+
+/// The `code` label of `kubelet_started_containers_errors_total` for a failure reason.
+fn reason_code(reason: &str) -> &'static str {
+    match reason {
+        "InvalidImageName" => "InvalidImageName",
+        "ImageInspectError" => "ImageInspectError",
+        "ErrImageNeverPull" => "ErrImageNeverPull",
+        "ErrImagePull" => "ErrImagePull",
+        _ => "Unknown",
     }
 }
 
