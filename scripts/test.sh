@@ -23,7 +23,8 @@ need_component() {
 }
 
 # Observability peers (issue 5): Debian's `prometheus` (promtool and a real Prometheus for the
-# scrape and dashboard tests) and PyPI's `rotel` (a real OTLP receiver that logs spans).
+# scrape and dashboard tests), PyPI's `rotel` (a real OTLP receiver that logs spans) and PyPI's
+# `jsonschema` (the offline validator of dashboards/*.json).
 install_observability_peers() {
   local root=false
   [ "$(id -u)" = 0 ] && root=true
@@ -42,7 +43,14 @@ install_observability_peers() {
       python3 -m pip install -q rotel >/dev/null 2>&1 || say "could not install rotel"
     fi
   fi
+  if ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
+    if $root && command -v python3 >/dev/null 2>&1; then
+      say "installing PyPI package jsonschema (dashboard schema validator)"
+      python3 -m pip install -q jsonschema >/dev/null 2>&1 || say "could not install jsonschema"
+    fi
+  fi
   if [ "$ci" = "true" ]; then
+    python3 -c 'import jsonschema' >/dev/null 2>&1 || fail "jsonschema is missing (PyPI package jsonschema)"
     command -v promtool >/dev/null 2>&1 || fail "promtool is missing (Debian package prometheus)"
     command -v prometheus >/dev/null 2>&1 || fail "prometheus is missing (Debian package prometheus)"
     python3 -c 'import rotel' >/dev/null 2>&1 || fail "rotel is missing (PyPI package rotel)"

@@ -106,6 +106,10 @@ pub struct RunArgs {
     /// Generic PLEG relist period.
     #[arg(long, default_value_t = 1_000)]
     relist_period_ms: u64,
+    /// Relist period while the runtime's container event stream is up (Evented PLEG's
+    /// fallback relist; the kubelet's is 300 s).
+    #[arg(long, default_value_t = 300_000)]
+    evented_relist_period_ms: u64,
     /// Use the runtime's container event stream (Evented PLEG) when available.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     evented_pleg: bool,
@@ -216,6 +220,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         pleg: PlegOptions {
             relist_period_ms: args.relist_period_ms,
             evented: args.evented_pleg,
+            evented_relist_period_ms: args.evented_relist_period_ms,
             ..PlegOptions::default()
         },
         inbox_capacity: 4096,

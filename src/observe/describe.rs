@@ -29,6 +29,17 @@ pub const RUN_PODSANDBOX_ERRORS_TOTAL: &str = "kubelet_run_podsandbox_errors_tot
 pub const COMMAND_DURATION_SECONDS: &str = "ledgerlet_command_duration_seconds";
 /// `ledgerlet_commands_total{command}`.
 pub const COMMANDS_TOTAL: &str = "ledgerlet_commands_total";
+/// The kubelet's `kubelet_evented_pleg_connection_success_count` under a name Prometheus'
+/// naming rules accept (`promtool check metrics` rejects a counter without `_total` and any
+/// non-histogram ending in `_count`).
+pub const EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL: &str =
+    "ledgerlet_evented_pleg_connection_successes_total";
+/// The kubelet's `kubelet_evented_pleg_connection_error_count`, renamed for the same reason.
+pub const EVENTED_PLEG_CONNECTION_ERRORS_TOTAL: &str =
+    "ledgerlet_evented_pleg_connection_errors_total";
+/// The kubelet's `kubelet_pleg_discard_events`, renamed for the same reason (always 0: the
+/// PLEG waits for the engine instead of discarding).
+pub const PLEG_DISCARDED_EVENTS_TOTAL: &str = "ledgerlet_pleg_discarded_events_total";
 /// `ledgerlet_status_sync_wait_seconds`.
 pub const STATUS_SYNC_WAIT_SECONDS: &str = "ledgerlet_status_sync_wait_seconds";
 
@@ -60,8 +71,8 @@ pub fn describe_all() {
         "Interval in seconds between relisting in PLEG."
     );
     describe_counter!(
-        "kubelet_pleg_discard_events",
-        "The number of discard events in PLEG (ledgerlet's PLEG waits instead of discarding, so this stays 0)."
+        PLEG_DISCARDED_EVENTS_TOTAL,
+        "The number of discard events in PLEG (kubelet_pleg_discard_events; ledgerlet's PLEG waits instead of discarding, so this stays 0)."
     );
     describe_gauge!(
         "kubelet_pleg_last_seen_seconds",
@@ -69,12 +80,12 @@ pub fn describe_all() {
         "Timestamp in seconds when PLEG was last seen active."
     );
     describe_counter!(
-        "kubelet_evented_pleg_connection_error_count",
-        "The number of errors encountered during the establishment of streaming connection with the CRI runtime."
+        EVENTED_PLEG_CONNECTION_ERRORS_TOTAL,
+        "The number of errors encountered during the establishment of streaming connection with the CRI runtime (kubelet_evented_pleg_connection_error_count)."
     );
     describe_counter!(
-        "kubelet_evented_pleg_connection_success_count",
-        "The number of times a streaming client was obtained to receive CRI Events."
+        EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL,
+        "The number of times a streaming client was obtained to receive CRI Events (kubelet_evented_pleg_connection_success_count)."
     );
     describe_histogram!(
         "kubelet_evented_pleg_connection_latency_seconds",
@@ -171,9 +182,35 @@ pub fn describe_all() {
         super::export::QUEUE_CAPACITY_SPANS,
         "The export queue's bound (--tracing-max-queue-size)."
     );
+    describe_gauge!(
+        "ledgerlet_pleg_mode",
+        "1 for the PLEG mode in use (generic relist or evented), 0 for the other."
+    );
+    describe_counter!(
+        "ledgerlet_pleg_inspect_errors_total",
+        "Pod inspections by the PLEG that failed."
+    );
+    describe_counter!(
+        "ledgerlet_manifest_errors_total",
+        "Static pod manifests rejected, by reason."
+    );
+    describe_counter!(
+        "ledgerlet_api_relists_total",
+        "Relists of the API pod source (watch expired or failed)."
+    );
+    describe_counter!(
+        "ledgerlet_api_watch_errors_total",
+        "Errors of the API pod source's watch."
+    );
+    describe_counter!(
+        "ledgerlet_events_dropped_total",
+        "Kubernetes Events dropped because the event queue was full."
+    );
     // counters that exist before their first event
     for name in [
-        "kubelet_pleg_discard_events",
+        PLEG_DISCARDED_EVENTS_TOTAL,
+        EVENTED_PLEG_CONNECTION_ERRORS_TOTAL,
+        EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL,
         STARTED_PODS_TOTAL,
         STARTED_PODS_ERRORS_TOTAL,
     ] {

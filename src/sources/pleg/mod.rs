@@ -296,7 +296,10 @@ pub async fn run(
             let connect = Instant::now();
             match cri.get_container_events().await {
                 Ok(s) => {
-                    metrics::counter!("kubelet_evented_pleg_connection_success_count").increment(1);
+                    metrics::counter!(
+                        crate::observe::describe::EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL
+                    )
+                    .increment(1);
                     metrics::histogram!("kubelet_evented_pleg_connection_latency_seconds")
                         .record(connect.elapsed().as_secs_f64());
                     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(1.0);
@@ -310,7 +313,10 @@ pub async fn run(
                     stream = Some(s);
                 }
                 Err(e) => {
-                    metrics::counter!("kubelet_evented_pleg_connection_error_count").increment(1);
+                    metrics::counter!(
+                        crate::observe::describe::EVENTED_PLEG_CONNECTION_ERRORS_TOTAL
+                    )
+                    .increment(1);
                     tracing::info!(error = %e, "PLEG: generic relist every {} ms (the runtime's container event stream is not available)", opts.relist_period_ms);
                     next_stream_attempt =
                         Instant::now() + Duration::from_millis(opts.event_stream_retry_ms);
