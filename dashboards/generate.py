@@ -4,7 +4,7 @@
 The JSON files are committed; edit this script and rerun it (`python3 dashboards/generate.py`)
 rather than editing them by hand, so the three dashboards keep one layout and one set of
 variables. tests/metrics.rs runs every expression against a real Prometheus scraping a real
-agent; tests/dashboards.rs validates every file against schema/grafana-dashboard.schema.json.
+agent; tests/dashboards.rs validates every file against ../schemas/grafana-dashboard.schema.json.
 """
 
 import json

@@ -1,5 +1,5 @@
 //! Issue 5 acceptance, dashboards: every `dashboards/*.json` validates against the Grafana
-//! dashboard JSON schema committed in `dashboards/schema/`, offline, with the `jsonschema`
+//! dashboard JSON schema committed in `schemas/`, offline, with the `jsonschema`
 //! validator (PyPI); every panel queries the selected data source, job and instance; and the
 //! committed files are what `dashboards/generate.py` writes.
 
@@ -56,7 +56,7 @@ fn validate(python: &Path, files: &[PathBuf]) -> (bool, String) {
     let out = Command::new(python)
         .arg("-c")
         .arg(VALIDATE)
-        .arg(root().join("dashboards/schema/grafana-dashboard.schema.json"))
+        .arg(root().join("schemas/grafana-dashboard.schema.json"))
         .args(files)
         .output()
         .unwrap();
@@ -172,4 +172,71 @@ fn dashboards_03_the_committed_files_are_what_generate_py_writes() {
             name.to_string_lossy()
         );
     }
+}
+
+#[test]
+fn otel_stack_01_compose_collector_and_prometheus_configs_are_consistent_and_promtool_accepts_them()
+{
+    let otel = root().join("otel");
+    let yaml = |name: &str| -> serde_yaml::Value {
+        serde_yaml::from_str(&std::fs::read_to_string(otel.join(name)).unwrap())
+            .unwrap_or_else(|e| panic!("otel/{name}: {e}"))
+    };
+    let compose = yaml("docker-compose.yaml");
+    let services = &compose["services"];
+    for s in ["jaeger", "otel-collector", "prometheus", "grafana"] {
+        assert!(services[s]["image"].is_string(), "service {s}");
+    }
+    // every mounted file or directory exists in the repository
+    for (_, svc) in services.as_mapping().unwrap() {
+        for v in svc["volumes"].as_sequence().into_iter().flatten() {
+            let host = v.as_str().unwrap().split(':').next().unwrap();
+            assert!(otel.join(host).exists(), "volume source {host} missing");
+        }
+    }
+    // OTLP in; Jaeger and Prometheus out
+    let col = yaml("otel-collector.yaml");
+    assert!(col["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
+        .as_str()
+        .unwrap()
+        .ends_with(":4317"));
+    let traces = &col["service"]["pipelines"]["traces"];
+    let exporters: Vec<&str> = traces["exporters"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(exporters.contains(&"otlp/jaeger"), "{exporters:?}");
+    assert!(col["exporters"]["otlp/jaeger"]["endpoint"].is_string());
+    assert_eq!(
+        col["service"]["pipelines"]["metrics"]["exporters"][0].as_str(),
+        Some("prometheus")
+    );
+    // Grafana loads the dashboards of this repository
+    let provider = yaml("grafana/provisioning/dashboards/ledgerlet.yaml");
+    let path = provider["providers"][0]["options"]["path"]
+        .as_str()
+        .unwrap();
+    let grafana_volumes = services["grafana"]["volumes"].as_sequence().unwrap();
+    assert!(grafana_volumes
+        .iter()
+        .any(|v| v.as_str().unwrap() == format!("../dashboards:{path}:ro")));
+    let ds = yaml("grafana/provisioning/datasources/datasources.yaml");
+    assert_eq!(ds["datasources"][0]["type"].as_str(), Some("prometheus"));
+    // the real promtool accepts the Prometheus config
+    let Some(promtool) = peers::promtool() else {
+        return;
+    };
+    let out = Command::new(promtool)
+        .args(["check", "config"])
+        .arg(otel.join("prometheus.yml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -47,8 +47,8 @@ pub struct FoldSpan {
     pub ctx: TraceParent,
     /// The parent's span id; 0 for a root.
     pub parent_span_id: u64,
-    /// The record's kind (`fold <kind>` is the span name).
-    pub kind: &'static str,
+    /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name).
+    pub kind: usize,
     /// The record's seq.
     pub seq: u64,
     /// Wall time the fold started.
@@ -92,12 +92,18 @@ impl FoldSpan {
             },
             parent_span_is_remote: false,
             span_kind: SpanKind::Internal,
-            name: Cow::Owned(format!("fold {}", self.kind)),
+            name: Cow::Borrowed(fold_span_name(self.kind)),
             start_time: start,
             end_time: end,
             attributes: vec![
                 KeyValue::new("ledgerlet.record.seq", self.seq as i64),
-                KeyValue::new("ledgerlet.record.kind", self.kind),
+                KeyValue::new(
+                    "ledgerlet.record.kind",
+                    crate::ledger::Event::KINDS
+                        .get(self.kind)
+                        .copied()
+                        .unwrap_or("unknown"),
+                ),
             ],
             dropped_attributes_count: 0,
             events,
@@ -106,6 +112,20 @@ impl FoldSpan {
             instrumentation_scope: scope.clone(),
         }
     }
+}
+
+/// `fold <kind>` for each kind, made once.
+fn fold_span_name(kind: usize) -> &'static str {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES
+        .get_or_init(|| {
+            crate::ledger::Event::KINDS
+                .iter()
+                .map(|k| format!("fold {k}"))
+                .collect()
+        })
+        .get(kind)
+        .map_or("fold", String::as_str)
 }
 
 enum Item {
@@ -513,7 +533,7 @@ mod tests {
         FoldSpan {
             ctx: TraceParent::new(1, seq + 1, true),
             parent_span_id: 0,
-            kind: "PodAdded",
+            kind: 2,
             seq,
             start: SystemTime::UNIX_EPOCH,
             duration_ns: 1000,

@@ -82,8 +82,8 @@ impl Phase {
 }
 
 /// The worker phase of `uid` and when it entered it.
-fn phase_of(node: &Node, uid: &Uid) -> (Phase, Option<Time>) {
-    match node.pod_workers.status(uid) {
+fn phase_of(node: &Node, uid: &str) -> (Phase, Option<Time>) {
+    match node.pod_workers.status_by_str(uid) {
         None => (Phase::None, None),
         Some(s) if s.finished => (Phase::Finished, s.terminated_at),
         Some(s) => match s.state() {
@@ -249,6 +249,8 @@ pub struct FoldObserver {
     restarted_pods: [u64; 2],
     orphaned_runtime_pods: u64,
     input_base: (Instant, Time),
+    base_pending: bool,
+    last_end: Instant,
     tracer: Option<FoldTracer>,
 }
 
@@ -279,6 +281,8 @@ impl FoldObserver {
             restarted_pods: [0; 2],
             orphaned_runtime_pods: 0,
             input_base: (Instant::now(), Time::ZERO),
+            base_pending: true,
+            last_end: Instant::now(),
             tracer,
         }
     }
@@ -291,7 +295,9 @@ impl FoldObserver {
     /// Marks the start of an input appended at `at` (span times are `at` plus the monotonic
     /// time elapsed since).
     pub fn begin_input(&mut self, at: Time) {
-        self.input_base = (Instant::now(), at);
+        // the monotonic base is taken by the input's first fold (one clock read less)
+        self.input_base.1 = at;
+        self.base_pending = true;
     }
 
     /// The span (and so the `trace`) of a record about to be appended.
@@ -313,11 +319,15 @@ impl FoldObserver {
     ) -> Vec<Command> {
         // transitions: the worker's phase before the records that can change it
         let before = match &record.event {
-            Event::UpdatePod(u) => u.uid().map(|uid| {
-                let p = phase_of(node, &uid);
-                (uid, p)
-            }),
-            Event::SyncFinished(f) => Some((f.uid.clone(), phase_of(node, &f.uid))),
+            Event::UpdatePod(u) => {
+                let uid = match (&u.pod, &u.running_pod) {
+                    (Some(p), _) => Some(pod::uid_str(p)),
+                    (None, Some(r)) => Some(r.uid.as_str()),
+                    (None, None) => None,
+                };
+                uid.map(|uid| (uid, phase_of(node, uid)))
+            }
+            Event::SyncFinished(f) => Some((f.uid.as_str(), phase_of(node, f.uid.as_str()))),
             Event::PodAdded(c) => {
                 self.pod_added(node, record.at, &c.pod);
                 None
@@ -325,14 +335,19 @@ impl FoldObserver {
             _ => None,
         };
         let started = Instant::now();
+        if self.base_pending {
+            self.input_base.0 = started;
+            self.base_pending = false;
+        }
         let commands = crate::core::fold(node, record);
         let elapsed = started.elapsed();
+        self.last_end = started + elapsed;
         let k = &mut self.kinds[record.event.kind_index()];
         k.records += 1;
         k.duration.observe(elapsed.as_secs_f64());
         let mut transition = None;
         if let Some((uid, (from, entered))) = before {
-            let (to, _) = phase_of(node, &uid);
+            let (to, _) = phase_of(node, uid);
             if to != from {
                 let e = self
                     .transitions
@@ -342,7 +357,7 @@ impl FoldObserver {
                 if let Some(t) = entered {
                     e.1.observe(record.at.since(t).as_secs_f64());
                 }
-                transition = Some(Box::new((from.as_str(), to.as_str(), uid)));
+                transition = Some(Box::new((from.as_str(), to.as_str(), Uid::new(uid))));
             }
         }
         self.after_fold(node, record, &commands);
@@ -356,7 +371,7 @@ impl FoldObserver {
                 FoldSpan {
                     ctx: o.ctx,
                     parent_span_id: o.parent_span_id,
-                    kind: record.event.kind(),
+                    kind: record.event.kind_index(),
                     seq: record.seq,
                     start,
                     duration_ns: elapsed.as_nanos() as u64,
@@ -380,7 +395,7 @@ impl FoldObserver {
     /// the export queue.
     pub fn end_input(&mut self) {
         if let Some(t) = self.tracer.as_mut() {
-            t.flush_if_old(Instant::now());
+            t.flush_if_old(self.last_end);
         }
     }
 
