@@ -30,7 +30,7 @@ fn bytes_per_record(records: &[Arc<Record>]) -> f64 {
         0,
     );
     for r in records {
-        ledger.append(r.at, r.cause, r.trace.clone(), r.event.clone());
+        ledger.append(r.at, r.cause, r.trace, r.event.clone());
     }
     ledger.stats().retained_bytes as f64 / records.len() as f64
 }

@@ -22,6 +22,41 @@ need_component() {
   fi
 }
 
+# Observability peers (issue 5): Debian's `prometheus` (promtool and a real Prometheus for the
+# scrape and dashboard tests), PyPI's `rotel` (a real OTLP receiver that logs spans) and PyPI's
+# `jsonschema` (the offline validator of dashboards/*.json).
+install_observability_peers() {
+  local root=false
+  [ "$(id -u)" = 0 ] && root=true
+  if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+    if $root && command -v apt-get >/dev/null 2>&1; then
+      say "installing Debian package prometheus (promtool, prometheus)"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 \
+          && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } \
+        || say "could not install prometheus"
+    fi
+  fi
+  if ! python3 -c 'import rotel' >/dev/null 2>&1; then
+    if $root && command -v python3 >/dev/null 2>&1; then
+      say "installing PyPI package rotel (OTLP receiver)"
+      python3 -m pip install -q rotel >/dev/null 2>&1 || say "could not install rotel"
+    fi
+  fi
+  if ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
+    if $root && command -v python3 >/dev/null 2>&1; then
+      say "installing PyPI package jsonschema (dashboard schema validator)"
+      python3 -m pip install -q jsonschema >/dev/null 2>&1 || say "could not install jsonschema"
+    fi
+  fi
+  if [ "$ci" = "true" ]; then
+    python3 -c 'import jsonschema' >/dev/null 2>&1 || fail "jsonschema is missing (PyPI package jsonschema)"
+    command -v promtool >/dev/null 2>&1 || fail "promtool is missing (Debian package prometheus)"
+    command -v prometheus >/dev/null 2>&1 || fail "prometheus is missing (Debian package prometheus)"
+    python3 -c 'import rotel' >/dev/null 2>&1 || fail "rotel is missing (PyPI package rotel)"
+  fi
+}
+
 command -v cargo >/dev/null 2>&1 || fail "cargo is not installed (see README: Rust stable is required)"
 need_component fmt rustfmt
 need_component clippy clippy
@@ -54,6 +89,8 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 if [ "$ci" = "true" ]; then
   export RUST_BACKTRACE=1
 fi
+
+install_observability_peers
 
 say "cargo fmt --check"
 cargo fmt --all -- --check

@@ -105,33 +105,72 @@ impl Daemon {
         engine.submit(Time::from_system(), input.cause, input.trace, input.event)
     }
 
-    /// Hands each command to the part of the shell that carries it out.
+    /// Hands each command to the part of the shell that carries it out, inside the command's
+    /// span (parented to the causing record's span) and with its metrics.
     fn dispatch(&self, emitted: Vec<Emitted>) {
+        use crate::observe::command;
+        use tracing::Instrument;
         for e in emitted {
             let cause = e.cause.seq;
+            let cause_at = e.cause.at;
+            let name = e.command.name();
+            let op = command::operation_type(&e.command);
+            let span = command::span(&e.command, e.parent.as_ref());
+            let done = move || command::finished(name, op, cause_at);
             let exec = self.executor.clone();
             match e.command {
                 Command::Append(_) => unreachable!("the engine folds derived events"),
                 Command::SyncPod(c) => {
-                    tokio::spawn(async move { exec.sync_pod(c, cause).await });
+                    tokio::spawn(
+                        async move {
+                            exec.sync_pod(c, cause).await;
+                            done();
+                        }
+                        .instrument(span),
+                    );
                 }
                 Command::SyncTerminatingPod(c) => {
-                    tokio::spawn(async move { exec.sync_terminating_pod(c, cause).await });
+                    tokio::spawn(
+                        async move {
+                            exec.sync_terminating_pod(c, cause).await;
+                            done();
+                        }
+                        .instrument(span),
+                    );
                 }
                 Command::SyncTerminatingRuntimePod(c) => {
-                    tokio::spawn(async move { exec.sync_terminating_runtime_pod(c, cause).await });
+                    tokio::spawn(
+                        async move {
+                            exec.sync_terminating_runtime_pod(c, cause).await;
+                            done();
+                        }
+                        .instrument(span),
+                    );
                 }
                 Command::SyncTerminatedPod(c) => {
-                    tokio::spawn(async move { exec.sync_terminated_pod(c, cause).await });
+                    tokio::spawn(
+                        async move {
+                            exec.sync_terminated_pod(c, cause).await;
+                            done();
+                        }
+                        .instrument(span),
+                    );
                 }
                 Command::CancelSync { uid, sync_id } => self.executor.cancel(&uid, sync_id),
                 Command::InspectPod { uid } => {
-                    tokio::spawn(async move { exec.inspect(uid, cause).await });
+                    tokio::spawn(
+                        async move {
+                            exec.inspect(uid, cause).await;
+                            done();
+                        }
+                        .instrument(span),
+                    );
                 }
                 Command::SetTimer(t) => {
                     let _ = self.timers.send((t, cause));
                 }
                 Command::RecordEvent(ev) => {
+                    let _entered = span.enter();
                     if let Some(c) = &self.cluster {
                         c.events.send(ev.clone());
                     }
@@ -143,12 +182,16 @@ impl Daemon {
                     };
                     let node_sync = cluster.node_sync.clone();
                     let report = self.report.clone();
-                    tokio::spawn(async move {
-                        let done = node_sync.execute(c).await;
-                        report
-                            .send(Event::NodeSyncFinished(done), Some(cause))
-                            .await;
-                    });
+                    tokio::spawn(
+                        async move {
+                            let finished = node_sync.execute(c).await;
+                            report
+                                .send(Event::NodeSyncFinished(finished), Some(cause))
+                                .await;
+                            done();
+                        }
+                        .instrument(span),
+                    );
                 }
                 Command::SyncPodStatus(c) => {
                     let Some(cluster) = &self.cluster else {
@@ -156,12 +199,18 @@ impl Daemon {
                     };
                     let api = cluster.api.clone();
                     let report = self.report.clone();
-                    tokio::spawn(async move {
-                        let done = crate::shell::api::status_sync::sync_pod_status(&api, &c).await;
-                        report
-                            .send(Event::StatusSyncFinished(done), Some(cause))
-                            .await;
-                    });
+                    command::status_sync_started(c.changed_at);
+                    tokio::spawn(
+                        async move {
+                            let finished =
+                                crate::shell::api::status_sync::sync_pod_status(&api, &c).await;
+                            report
+                                .send(Event::StatusSyncFinished(finished), Some(cause))
+                                .await;
+                            done();
+                        }
+                        .instrument(span),
+                    );
                 }
             }
         }
@@ -258,6 +307,14 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let (report, mut inbox) = Report::channel(opts.inbox_capacity);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let engine = Arc::new(Mutex::new(Engine::new(opts.ledger.clone())));
+    if let Some(t) = crate::observe::otel::global() {
+        engine
+            .lock()
+            .expect("engine")
+            .set_observer(crate::observe::fold::FoldObserver::new(Some(
+                t.fold_tracer(),
+            )));
+    }
     let (arm_tx, arm_rx) = mpsc::unbounded_channel();
     let events = Arc::new(EventLog::new(opts.event_log_capacity));
     let daemon = Daemon {
@@ -417,6 +474,10 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
                 let Some(input) = input else { break };
                 let emitted = daemon.submit(input);
                 daemon.dispatch(emitted);
+                if inbox.is_empty() {
+                    // idle: buffered fold spans go to the export queue now
+                    engine.lock().expect("engine").flush_spans();
+                }
             }
             sig = &mut signal, if stopping.is_none() => {
                 tracing::info!(signal = sig, "shutting down");

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::core::{Command, Node};
 use crate::ledger::{Event, Ledger, LedgerConfig, Record, Time, TraceParent};
-use crate::observe::fold::observed_fold;
+use crate::observe::fold::{FoldObserver, Parent};
 
 /// A command for the shell, with the record whose fold emitted it.
 #[derive(Clone, Debug)]
@@ -19,6 +19,9 @@ pub struct Emitted {
     pub cause: Arc<Record>,
     /// What to do.
     pub command: Command,
+    /// The span the command's own span hangs under (tracing on): the cause's span, or for a
+    /// status sync started by a node-wide pass, the pod's first span.
+    pub parent: Option<TraceParent>,
 }
 
 /// Bound on derived records per input: a fold that keeps deriving is a bug, not a workload.
@@ -29,6 +32,7 @@ pub struct Engine {
     ledger: Ledger<Node>,
     node: Node,
     snapshot_requests: u64,
+    observer: FoldObserver,
 }
 
 impl Engine {
@@ -38,7 +42,23 @@ impl Engine {
             ledger: Ledger::new(config, 0),
             node: Node::default(),
             snapshot_requests: 0,
+            observer: FoldObserver::default(),
         }
+    }
+
+    /// Replaces the fold observer (the daemon installs one with a tracer).
+    pub fn set_observer(&mut self, observer: FoldObserver) {
+        self.observer = observer;
+    }
+
+    /// The fold observer (metrics rendered at scrape time).
+    pub fn observer(&self) -> &FoldObserver {
+        &self.observer
+    }
+
+    /// Hands buffered fold spans to the export queue (call when idle).
+    pub fn flush_spans(&mut self) {
+        self.observer.flush_spans();
     }
 
     /// The folded state.
@@ -61,11 +81,13 @@ impl Engine {
     ) -> Vec<Emitted> {
         let mut emitted = Vec::new();
         let mut queue = std::collections::VecDeque::new();
-        queue.push_back((cause, trace, event));
+        self.observer.begin_input(at);
+        queue.push_back((cause, Parent::Input(trace), event));
         let mut derived = 0usize;
-        while let Some((cause, trace, event)) = queue.pop_front() {
-            let record = self.ledger.append(at, cause, trace, event);
-            let commands = observed_fold(&mut self.node, &record);
+        while let Some((cause, parent, event)) = queue.pop_front() {
+            let opened = self.observer.open(parent, &event);
+            let record = self.ledger.append(at, cause, opened.map(|o| o.ctx), event);
+            let commands = self.observer.fold(&mut self.node, &record, opened);
             if self.ledger.wants_snapshot() {
                 self.snapshot_requests += 1;
                 self.ledger.store_snapshot(Arc::new(self.node.clone()));
@@ -76,9 +98,10 @@ impl Engine {
             for command in commands {
                 match command {
                     Command::Append(e) => {
-                        appended.push((Some(record.seq), record.trace.clone(), e))
+                        appended.push((Some(record.seq), Parent::Record(record.trace), e))
                     }
                     other => emitted.push(Emitted {
+                        parent: self.command_parent(&record, &other),
                         cause: record.clone(),
                         command: other,
                     }),
@@ -95,6 +118,17 @@ impl Engine {
                 queue.push_front(item);
             }
         }
+        self.observer.end_input();
         emitted
+    }
+
+    fn command_parent(&self, cause: &Record, command: &Command) -> Option<TraceParent> {
+        let trace = cause.trace?;
+        match command {
+            Command::SyncPodStatus(c) if cause.event.pod_uid().as_ref() != Some(&c.uid) => {
+                Some(self.observer.pod_trace(&c.uid).unwrap_or(trace))
+            }
+            _ => Some(trace),
+        }
     }
 }

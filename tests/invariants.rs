@@ -250,6 +250,13 @@ struct Checker {
 }
 
 impl Checker {
+    /// SyncKnownPods purged the finished workers in `finished`: a later worker of the same UID
+    /// is a new life, whose grace period starts afresh (its `synced_at` may equal the old
+    /// life's when no time passed, so it cannot tell the lives apart).
+    fn purged(&mut self, finished: &BTreeSet<Uid>) {
+        self.grace.retain(|uid, _| !finished.contains(uid));
+    }
+
     fn step(
         &mut self,
         node: &Node,
@@ -645,6 +652,7 @@ fn run(actions: &[Action]) -> Result<Harness, TestCaseError> {
             .any(|r| matches!(r.event, Event::SyncKnownPods(_)));
         if purged {
             api.purged(&finished_before);
+            checker.purged(&finished_before);
         }
         api.emitted(h.node(), &cmds)?;
         let finished_before = if purged {

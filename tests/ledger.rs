@@ -152,7 +152,11 @@ fn ndjson_round_trips_every_event_kind() {
             seq: i as u64 + 1,
             at: Time::from_unix_nanos(1_800_000_000_000_000_001 + i as i64),
             cause: (i % 2 == 0).then_some(i as u64),
-            trace: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+            trace: Some(
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+                    .parse()
+                    .unwrap(),
+            ),
             event,
         };
         let line = codec::encode_record(&r);

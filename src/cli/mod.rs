@@ -9,6 +9,7 @@
 mod replay_cmd;
 mod run_cmd;
 mod runtime_cmd;
+mod tracing_args;
 
 use std::process::ExitCode;
 

@@ -112,6 +112,10 @@ pub struct RunArgs {
     /// Generic PLEG relist period.
     #[arg(long, default_value_t = 1_000)]
     relist_period_ms: u64,
+    /// Relist period while the runtime's container event stream is up (Evented PLEG's
+    /// fallback relist; the kubelet's is 300 s).
+    #[arg(long, default_value_t = 300_000)]
+    evented_relist_period_ms: u64,
     /// Use the runtime's container event stream (Evented PLEG) when available.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     evented_pleg: bool,
@@ -130,6 +134,8 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+    #[command(flatten)]
+    tracing: super::tracing_args::TracingArgs,
 }
 
 fn hostname() -> String {
@@ -149,7 +155,23 @@ fn hostname() -> String {
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
-    crate::observe::logging::init(&args.log_level, matches!(args.log_format, LogFormat::Json));
+    let node_name = args
+        .node_name
+        .clone()
+        .unwrap_or_else(hostname)
+        .to_lowercase();
+    // the recorder first: the tracing pipeline registers its queue metrics when it starts
+    crate::observe::metrics::install();
+    if let Err(e) = args.tracing.init(
+        "ledgerlet",
+        &node_name,
+        &crate::shell::machine::system_hostname(),
+        &args.log_level,
+        matches!(args.log_format, LogFormat::Json),
+    ) {
+        eprintln!("ledgerlet run: {e}");
+        return ExitCode::from(2);
+    }
     let root_dir = args.root_dir.unwrap_or_else(default_root_dir);
     let is_root = unsafe { libc::geteuid() } == 0;
     let pod_logs_dir = args.pod_logs_dir.unwrap_or_else(|| {
@@ -165,7 +187,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         StopPods::Auto => args.container_runtime_endpoint.is_none(),
     };
     let opts = RunOptions {
-        node_name: args.node_name.unwrap_or_else(hostname).to_lowercase(),
+        node_name,
         node_ip: args.node_ip,
         root_dir,
         pod_logs_dir,
@@ -206,6 +228,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         pleg: PlegOptions {
             relist_period_ms: args.relist_period_ms,
             evented: args.evented_pleg,
+            evented_relist_period_ms: args.evented_relist_period_ms,
             ..PlegOptions::default()
         },
         inbox_capacity: 4096,
@@ -222,7 +245,11 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(crate::daemon::run(opts)) {
+    let result = rt.block_on(crate::daemon::run(opts));
+    if let Some(t) = crate::observe::otel::global() {
+        t.shutdown(std::time::Duration::from_secs(3));
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ledgerlet run: {e:#}");

@@ -26,11 +26,20 @@ pub struct ServeArgs {
     /// Log level when RUST_LOG is not set.
     #[arg(long, default_value = "info")]
     log_level: String,
+    #[command(flatten)]
+    tracing: super::tracing_args::TracingArgs,
 }
 
 pub fn run(cmd: RuntimeCmd) -> ExitCode {
     let RuntimeCmd::Serve(args) = cmd;
-    crate::observe::logging::init(&args.log_level, false);
+    let host = crate::shell::machine::system_hostname();
+    if let Err(e) = args
+        .tracing
+        .init("ledgerlet-runtime", &host, &host, &args.log_level, false)
+    {
+        eprintln!("ledgerlet runtime serve: {e}");
+        return ExitCode::from(2);
+    }
     let root = args.root_dir.unwrap_or_else(|| {
         let path = args.listen.trim_start_matches("unix://");
         PathBuf::from(path)
@@ -60,6 +69,9 @@ pub fn run(cmd: RuntimeCmd) -> ExitCode {
         };
         serve(&args.listen, RuntimeOptions::new(root), shutdown).await
     });
+    if let Some(t) = crate::observe::otel::global() {
+        t.shutdown(std::time::Duration::from_secs(3));
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

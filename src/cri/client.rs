@@ -15,9 +15,14 @@ use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::Code;
 
+use tracing::Instrument;
+
 use super::v1;
 use super::v1::image_service_client::ImageServiceClient;
 use super::v1::runtime_service_client::RuntimeServiceClient;
+use crate::observe::describe::{
+    RUNTIME_OPERATIONS_DURATION_SECONDS, RUNTIME_OPERATIONS_ERRORS_TOTAL, RUNTIME_OPERATIONS_TOTAL,
+};
 
 /// The kubelet's default `--runtime-request-timeout` (2 minutes).
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 120_000;
@@ -101,6 +106,46 @@ impl CriError {
     /// True when the runtime said the object does not exist.
     pub fn is_not_found(&self) -> bool {
         self.code() == Code::NotFound
+    }
+}
+
+/// The gRPC service of a CRI method and the kubelet's `operation_type` label for it
+/// (`pkg/kubelet/kuberuntime/instrumented_services.go`).
+pub fn operation(method: &str) -> (&'static str, &'static str) {
+    const RT: &str = "runtime.v1.RuntimeService";
+    const IMG: &str = "runtime.v1.ImageService";
+    match method {
+        "Version" => (RT, "version"),
+        "Status" => (RT, "status"),
+        "RunPodSandbox" => (RT, "run_podsandbox"),
+        "StopPodSandbox" => (RT, "stop_podsandbox"),
+        "RemovePodSandbox" => (RT, "remove_podsandbox"),
+        "PodSandboxStatus" => (RT, "podsandbox_status"),
+        "ListPodSandbox" => (RT, "list_podsandbox"),
+        "CreateContainer" => (RT, "create_container"),
+        "StartContainer" => (RT, "start_container"),
+        "StopContainer" => (RT, "stop_container"),
+        "RemoveContainer" => (RT, "remove_container"),
+        "ListContainers" => (RT, "list_containers"),
+        "ContainerStatus" => (RT, "container_status"),
+        "UpdateContainerResources" => (RT, "update_container"),
+        "ReopenContainerLog" => (RT, "reopen_container_log"),
+        "ExecSync" => (RT, "exec_sync"),
+        "Exec" => (RT, "exec"),
+        "Attach" => (RT, "attach"),
+        "PortForward" => (RT, "port_forward"),
+        "ContainerStats" => (RT, "container_stats"),
+        "ListContainerStats" => (RT, "list_container_stats"),
+        "PodSandboxStats" => (RT, "podsandbox_stats"),
+        "ListPodSandboxStats" => (RT, "list_podsandbox_stats"),
+        "UpdateRuntimeConfig" => (RT, "update_runtime_config"),
+        "GetContainerEvents" => (RT, "get_container_events"),
+        "ListImages" => (IMG, "list_images"),
+        "ImageStatus" => (IMG, "image_status"),
+        "PullImage" => (IMG, "pull_image"),
+        "RemoveImage" => (IMG, "remove_image"),
+        "ImageFsInfo" => (IMG, "image_fs_info"),
+        _ => (RT, "unknown"),
     }
 }
 
@@ -241,8 +286,65 @@ impl CriClient {
         F: FnOnce(tonic::Request<Req>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
     {
+        let (service, operation) = operation(method);
+        // a span only inside a traced command (the PLEG's relists and health checks would
+        // otherwise start a trace each, every second)
+        let span = if crate::observe::context::current().is_some() {
+            tracing::info_span!(
+                "cri",
+                otel.name = %format_args!("{service}/{method}"),
+                otel.kind = "client",
+                rpc.system = "grpc",
+                rpc.service = service,
+                rpc.method = method,
+                rpc.grpc.status_code = tracing::field::Empty,
+                otel.status_code = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
         let mut req = tonic::Request::new(msg);
-        let result = match deadline {
+        crate::observe::context::inject(&span, &mut req);
+        let started = std::time::Instant::now();
+        let result = self
+            .call_with_deadline(deadline, req, f)
+            .instrument(span.clone())
+            .await;
+        let elapsed = started.elapsed().as_secs_f64();
+        metrics::counter!(RUNTIME_OPERATIONS_TOTAL, "operation_type" => operation).increment(1);
+        metrics::histogram!(RUNTIME_OPERATIONS_DURATION_SECONDS, "operation_type" => operation)
+            .record(elapsed);
+        let code = match &result {
+            Ok(_) => Code::Ok,
+            Err(s) => s.code(),
+        };
+        if code != Code::Ok {
+            metrics::counter!(RUNTIME_OPERATIONS_ERRORS_TOTAL, "operation_type" => operation)
+                .increment(1);
+            span.record("otel.status_code", "error");
+        }
+        span.record("rpc.grpc.status_code", code as i64);
+        result
+            .map(tonic::Response::into_inner)
+            .map_err(|s| CriError::Rpc {
+                method,
+                endpoint: self.endpoint.clone(),
+                code: s.code(),
+                message: s.message().to_string(),
+            })
+    }
+
+    async fn call_with_deadline<Req, Resp, F, Fut>(
+        &self,
+        deadline: Option<Duration>,
+        mut req: tonic::Request<Req>,
+        f: F,
+    ) -> Result<tonic::Response<Resp>, tonic::Status>
+    where
+        F: FnOnce(tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        match deadline {
             Some(d) => {
                 let expired = || {
                     tonic::Status::deadline_exceeded(format!(
@@ -265,15 +367,7 @@ impl CriClient {
                 }
             }
             None => f(req).await,
-        };
-        result
-            .map(tonic::Response::into_inner)
-            .map_err(|s| CriError::Rpc {
-                method,
-                endpoint: self.endpoint.clone(),
-                code: s.code(),
-                message: s.message().to_string(),
-            })
+        }
     }
 
     // ----- RuntimeService -------------------------------------------------

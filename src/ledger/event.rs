@@ -404,9 +404,11 @@ macro_rules! events {
             /// Every kind, in declaration order.
             pub const KINDS: &'static [&'static str] = &[$( stringify!($variant), )*];
 
-            /// The span a fold of this event runs in: `fold <kind>`, with the record's seq.
-            pub fn fold_span(&self, seq: u64) -> tracing::Span {
-                match self { $( Event::$variant(_) => tracing::info_span!(concat!("fold ", stringify!($variant)), seq), )* }
+            /// The position of the event's kind in [`Event::KINDS`] (for per-kind tables).
+            pub fn kind_index(&self) -> usize {
+                #[allow(non_camel_case_types, dead_code, clippy::enum_variant_names)]
+                enum Index { $( $variant, )* }
+                match self { $( Event::$variant(_) => Index::$variant as usize, )* }
             }
 
             /// The `kind` of the NDJSON line.

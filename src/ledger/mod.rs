@@ -9,6 +9,7 @@ pub mod record;
 mod size;
 pub mod store;
 pub mod time;
+pub mod traceparent;
 
 pub use codec::{DecodeError, Line, Reader, Snapshot};
 pub use event::{Event, SyncOutcome};

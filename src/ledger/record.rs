@@ -8,8 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::event::{Event, Payload};
 use super::time::Time;
 
-/// A W3C `traceparent` value (`00-<trace-id>-<span-id>-<flags>`).
-pub type TraceParent = Box<str>;
+pub use super::traceparent::TraceParent;
 
 /// One entry of the ledger.
 #[derive(Clone, Debug, PartialEq)]

@@ -66,8 +66,8 @@ fn own_heap_bytes(r: &Record) -> usize {
     fn opt(s: &Option<String>) -> usize {
         s.as_ref().map_or(0, String::len)
     }
-    let trace = r.trace.as_ref().map_or(0, |t| t.len());
-    let event = match &r.event {
+    // the trace context is inline in the record (no heap)
+    match &r.event {
         Event::ConfigApplied(c) => c.config.node_name.len() + c.config.sources.len(),
         Event::SourceReady(_) | Event::NodeShutdown(_) => 0,
         Event::PodAdded(_)
@@ -147,8 +147,7 @@ fn own_heap_bytes(r: &Record) -> usize {
                     _ => 0,
                 }
         }
-    };
-    trace + event
+    }
 }
 
 /// Tracks shared objects by address with a count of retained records pointing at each.

@@ -1,27 +1,629 @@
-//! The fold, observed: a span `fold <kind>` per record and fold metrics.
+//! The fold, observed: a span `fold <kind>` per record, per-kind fold statistics, pod-worker
+//! transitions and the kubelet's pod start metrics.
 //!
-//! Owns `ledgerlet_ledger_records_total{kind}` and `ledgerlet_fold_duration_seconds{kind}`.
-//! Must not change what the fold does.
+//! Owns, for the engine: the trace context of each record (a child of its parent record's
+//! span, of the command span that reported it, or of the pod's first span; else a new root
+//! sampled by ratio), the compact fold spans handed to `observe::export`, and the metrics
+//! that must be counted per record (`ledgerlet_ledger_records_total{kind}`,
+//! `ledgerlet_fold_duration_seconds{kind}`, `ledgerlet_pod_worker_transitions_total{from,to}`,
+//! `ledgerlet_pod_worker_transition_duration_seconds{from,to}`,
+//! `kubelet_pod_worker_start_duration_seconds`, `kubelet_pod_start_duration_seconds`,
+//! `kubelet_pod_start_sli_duration_seconds`, `kubelet_pod_start_total_duration_seconds`,
+//! `kubelet_containers_per_pod_count`, `kubelet_restarted_pods_total{static}`,
+//! `kubelet_orphaned_runtime_pods_total`). They are plain integers read under the engine's
+//! lock at scrape time: a registry lookup per record would cost more than the fold.
+//!
+//! Must not change what the fold does: the core never sees anything from here, and the trace
+//! context is data in the record that replay carries but never reads.
 
-use std::time::Instant;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
-use crate::core::{Command, Node};
-use crate::ledger::Record;
+use crate::core::pod_workers::PodWorkerState;
+use crate::core::update::UpdateType;
+use crate::core::{pod, Command, Node, Uid};
+use crate::ledger::event::{RuntimeAction, SyncFinished};
+use crate::ledger::{Event, Record, Time, TraceParent};
+
+use super::context::{IdGen, RootSampler};
+use super::export::{FoldSpan, SpanQueue};
+use super::exposition::{Histogram, Text};
+use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
 
 /// Records folded, by kind.
 pub const RECORDS_TOTAL: &str = "ledgerlet_ledger_records_total";
 /// Fold latency, by kind.
 pub const FOLD_DURATION_SECONDS: &str = "ledgerlet_fold_duration_seconds";
+/// Pod worker lifecycle transitions.
+pub const TRANSITIONS_TOTAL: &str = "ledgerlet_pod_worker_transitions_total";
+/// Time spent in the `from` state of a transition.
+pub const TRANSITION_DURATION_SECONDS: &str = "ledgerlet_pod_worker_transition_duration_seconds";
 
-/// Folds `record` inside its span and records the fold metrics.
-pub fn observed_fold(node: &mut Node, record: &Record) -> Vec<Command> {
-    let kind = record.event.kind();
-    let span = record.event.fold_span(record.seq);
-    let _enter = span.enter();
-    let started = Instant::now();
-    let commands = crate::core::fold(node, record);
-    let elapsed = started.elapsed();
-    metrics::counter!(RECORDS_TOTAL, "kind" => kind).increment(1);
-    metrics::histogram!(FOLD_DURATION_SECONDS, "kind" => kind).record(elapsed.as_secs_f64());
-    commands
+/// Buckets of `kubelet_containers_per_pod_count` (ExponentialBuckets(1, 2, 5)).
+pub const CONTAINERS_PER_POD_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0];
+/// Buckets of the transition durations (a pod may live for hours).
+pub const TRANSITION_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0,
+];
+/// Fold spans buffered on the engine before they are moved to the export queue.
+pub const SPAN_BUFFER: usize = 128;
+/// Longest time a fold span waits in the engine's buffer while records keep coming.
+pub const SPAN_BUFFER_AGE_MS: u64 = 20;
+/// Pods remembered for trace parenting and pod start metrics (oldest forgotten first).
+pub const MAX_TRACKED_PODS: usize = 16_384;
+
+/// A pod worker's lifecycle, for transitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// No worker.
+    None,
+    /// `sync`.
+    Sync,
+    /// `terminating`.
+    Terminating,
+    /// `terminated`.
+    Terminated,
+    /// `SyncTerminatedPod` completed.
+    Finished,
+}
+
+impl Phase {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::None => "none",
+            Phase::Sync => "sync",
+            Phase::Terminating => "terminating",
+            Phase::Terminated => "terminated",
+            Phase::Finished => "finished",
+        }
+    }
+}
+
+/// The worker phase of `uid` and when it entered it.
+fn phase_of(node: &Node, uid: &str) -> (Phase, Option<Time>) {
+    match node.pod_workers.status_by_str(uid) {
+        None => (Phase::None, None),
+        Some(s) if s.finished => (Phase::Finished, s.terminated_at),
+        Some(s) => match s.state() {
+            PodWorkerState::Sync => (Phase::Sync, Some(s.synced_at)),
+            PodWorkerState::Terminating => (Phase::Terminating, s.terminating_at),
+            PodWorkerState::Terminated => (Phase::Terminated, s.terminated_at),
+        },
+    }
+}
+
+/// Where a record's span hangs.
+#[derive(Clone, Copy, Debug)]
+pub enum Parent {
+    /// A derived record: its parent is the span of the record whose fold emitted it.
+    Record(Option<TraceParent>),
+    /// An input: the span that reported it (a command's), if any.
+    Input(Option<TraceParent>),
+}
+
+/// A record's span before the record is appended.
+#[derive(Clone, Copy, Debug)]
+pub struct Opened {
+    /// The span's context (the record's `trace`).
+    pub ctx: TraceParent,
+    /// The parent span id (0 for a root).
+    pub parent_span_id: u64,
+}
+
+/// Creates fold spans and hands them to the export queue in batches.
+pub struct FoldTracer {
+    sampler: RootSampler,
+    ids: IdGen,
+    queue: Arc<SpanQueue>,
+    buffer: Vec<FoldSpan>,
+    buffered_since: Option<Instant>,
+    /// The first span of each pod's trace: later inputs about the pod join that trace.
+    pods: HashMap<Uid, TraceParent>,
+    pod_order: std::collections::VecDeque<Uid>,
+}
+
+impl FoldTracer {
+    /// A tracer feeding `queue`.
+    pub fn new(sampler: RootSampler, ids: IdGen, queue: Arc<SpanQueue>) -> FoldTracer {
+        FoldTracer {
+            sampler,
+            ids,
+            queue,
+            buffer: Vec::with_capacity(SPAN_BUFFER),
+            buffered_since: None,
+            pods: HashMap::new(),
+            pod_order: std::collections::VecDeque::new(),
+        }
+    }
+
+    fn child(&mut self, parent: TraceParent) -> Opened {
+        Opened {
+            ctx: TraceParent::new(parent.trace_id(), self.ids.span_id(), parent.sampled()),
+            parent_span_id: parent.span_id(),
+        }
+    }
+
+    fn open(&mut self, parent: Parent, event: &Event) -> Opened {
+        match parent {
+            Parent::Record(Some(p)) | Parent::Input(Some(p)) => self.child(p),
+            Parent::Record(None) | Parent::Input(None) => {
+                let uid = event.pod_uid();
+                if let Some(root) = uid.as_ref().and_then(|u| self.pods.get(u)).copied() {
+                    return self.child(root);
+                }
+                let trace_id = self.ids.trace_id();
+                let ctx = TraceParent::new(
+                    trace_id,
+                    self.ids.span_id(),
+                    self.sampler.sample_root(trace_id),
+                );
+                if let Some(u) = uid {
+                    self.remember(u, ctx);
+                }
+                Opened {
+                    ctx,
+                    parent_span_id: 0,
+                }
+            }
+        }
+    }
+
+    fn remember(&mut self, uid: Uid, ctx: TraceParent) {
+        if self.pods.len() >= MAX_TRACKED_PODS {
+            while let Some(old) = self.pod_order.pop_front() {
+                if self.pods.remove(&old).is_some() {
+                    break;
+                }
+            }
+        }
+        self.pod_order.push_back(uid.clone());
+        self.pods.insert(uid, ctx);
+    }
+
+    fn forget(&mut self, uid: &Uid) {
+        self.pods.remove(uid);
+        if self.pod_order.len() > 2 * MAX_TRACKED_PODS {
+            let pods = &self.pods;
+            self.pod_order.retain(|u| pods.contains_key(u));
+        }
+    }
+
+    fn finished(&mut self, span: FoldSpan, now: Instant) {
+        if !span.ctx.sampled() {
+            return;
+        }
+        if self.buffer.is_empty() {
+            self.buffered_since = Some(now);
+        }
+        self.buffer.push(span);
+        if self.buffer.len() >= SPAN_BUFFER {
+            self.flush();
+        }
+    }
+
+    fn flush_if_old(&mut self, now: Instant) {
+        if self
+            .buffered_since
+            .is_some_and(|t| now.duration_since(t) >= Duration::from_millis(SPAN_BUFFER_AGE_MS))
+        {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        self.queue.push_folds(&mut self.buffer);
+        self.buffered_since = None;
+    }
+}
+
+/// Per-kind fold statistics.
+#[derive(Clone, Debug)]
+struct KindStats {
+    records: u64,
+    duration: Histogram,
+}
+
+/// A pod between its first sighting and its start.
+#[derive(Clone, Debug)]
+struct PodStart {
+    first_seen: Time,
+    created: Option<Time>,
+    worker_started: bool,
+    running_seen: bool,
+    pull_started: Option<Time>,
+    pull_finished: Option<Time>,
+}
+
+/// The fold statistics, transitions and pod start metrics of one engine, plus its tracer.
+pub struct FoldObserver {
+    kinds: Vec<KindStats>,
+    transitions: BTreeMap<(Phase, Phase), (u64, Histogram)>,
+    starting: HashMap<Uid, PodStart>,
+    worker_start: Histogram,
+    pod_start: Histogram,
+    pod_start_sli: Histogram,
+    pod_start_total: Histogram,
+    containers_per_pod: Histogram,
+    restarted_pods: [u64; 2],
+    orphaned_runtime_pods: u64,
+    input_base: (Instant, Time),
+    base_pending: bool,
+    last_end: Instant,
+    tracer: Option<FoldTracer>,
+}
+
+impl Default for FoldObserver {
+    fn default() -> Self {
+        FoldObserver::new(None)
+    }
+}
+
+impl FoldObserver {
+    /// An observer; with a tracer, records get trace contexts and fold spans are exported.
+    pub fn new(tracer: Option<FoldTracer>) -> FoldObserver {
+        FoldObserver {
+            kinds: Event::KINDS
+                .iter()
+                .map(|_| KindStats {
+                    records: 0,
+                    duration: Histogram::new(FAST_BUCKETS),
+                })
+                .collect(),
+            transitions: BTreeMap::new(),
+            starting: HashMap::new(),
+            worker_start: Histogram::new(DEF_BUCKETS),
+            pod_start: Histogram::new(POD_STARTUP_BUCKETS),
+            pod_start_sli: Histogram::new(POD_STARTUP_BUCKETS),
+            pod_start_total: Histogram::new(POD_STARTUP_BUCKETS),
+            containers_per_pod: Histogram::new(CONTAINERS_PER_POD_BUCKETS),
+            restarted_pods: [0; 2],
+            orphaned_runtime_pods: 0,
+            input_base: (Instant::now(), Time::ZERO),
+            base_pending: true,
+            last_end: Instant::now(),
+            tracer,
+        }
+    }
+
+    /// True when records get trace contexts.
+    pub fn tracing(&self) -> bool {
+        self.tracer.is_some()
+    }
+
+    /// Marks the start of an input appended at `at` (span times are `at` plus the monotonic
+    /// time elapsed since).
+    pub fn begin_input(&mut self, at: Time) {
+        // the monotonic base is taken by the input's first fold (one clock read less)
+        self.input_base.1 = at;
+        self.base_pending = true;
+    }
+
+    /// The span (and so the `trace`) of a record about to be appended.
+    pub fn open(&mut self, parent: Parent, event: &Event) -> Option<Opened> {
+        self.tracer.as_mut().map(|t| t.open(parent, event))
+    }
+
+    /// The first span of a pod's trace, if the pod is known.
+    pub fn pod_trace(&self, uid: &Uid) -> Option<TraceParent> {
+        self.tracer.as_ref()?.pods.get(uid).copied()
+    }
+
+    /// Folds `record` and records what the fold did.
+    pub fn fold(
+        &mut self,
+        node: &mut Node,
+        record: &Record,
+        opened: Option<Opened>,
+    ) -> Vec<Command> {
+        // transitions: the worker's phase before the records that can change it
+        let before = match &record.event {
+            Event::UpdatePod(u) => {
+                let uid = match (&u.pod, &u.running_pod) {
+                    (Some(p), _) => Some(pod::uid_str(p)),
+                    (None, Some(r)) => Some(r.uid.as_str()),
+                    (None, None) => None,
+                };
+                uid.map(|uid| (uid, phase_of(node, uid)))
+            }
+            Event::SyncFinished(f) => Some((f.uid.as_str(), phase_of(node, f.uid.as_str()))),
+            Event::PodAdded(c) => {
+                self.pod_added(node, record.at, &c.pod);
+                None
+            }
+            _ => None,
+        };
+        let started = Instant::now();
+        if self.base_pending {
+            self.input_base.0 = started;
+            self.base_pending = false;
+        }
+        let commands = crate::core::fold(node, record);
+        let elapsed = started.elapsed();
+        self.last_end = started + elapsed;
+        let k = &mut self.kinds[record.event.kind_index()];
+        k.records += 1;
+        k.duration.observe(elapsed.as_secs_f64());
+        let mut transition = None;
+        if let Some((uid, (from, entered))) = before {
+            let (to, _) = phase_of(node, uid);
+            if to != from {
+                let e = self
+                    .transitions
+                    .entry((from, to))
+                    .or_insert_with(|| (0, Histogram::new(TRANSITION_BUCKETS)));
+                e.0 += 1;
+                if let Some(t) = entered {
+                    e.1.observe(record.at.since(t).as_secs_f64());
+                }
+                transition = Some(Box::new((from.as_str(), to.as_str(), Uid::new(uid))));
+            }
+        }
+        self.after_fold(node, record, &commands);
+        if let (Some(t), Some(o)) = (self.tracer.as_mut(), opened) {
+            let (base_instant, base_at) = self.input_base;
+            let offset = started.saturating_duration_since(base_instant);
+            let start = SystemTime::UNIX_EPOCH
+                + Duration::from_nanos(base_at.unix_nanos().max(0) as u64)
+                + offset;
+            t.finished(
+                FoldSpan {
+                    ctx: o.ctx,
+                    parent_span_id: o.parent_span_id,
+                    kind: record.event.kind_index(),
+                    seq: record.seq,
+                    start,
+                    duration_ns: elapsed.as_nanos() as u64,
+                    transition,
+                },
+                started + elapsed,
+            );
+            if let Event::SyncFinished(SyncFinished {
+                uid,
+                work: crate::core::command::WorkType::Terminated,
+                ..
+            }) = &record.event
+            {
+                t.forget(uid);
+            }
+        }
+        commands
+    }
+
+    /// Marks the end of an input: buffered fold spans older than [`SPAN_BUFFER_AGE_MS`] go to
+    /// the export queue.
+    pub fn end_input(&mut self) {
+        if let Some(t) = self.tracer.as_mut() {
+            t.flush_if_old(self.last_end);
+        }
+    }
+
+    /// Moves every buffered fold span to the export queue (the engine is idle).
+    pub fn flush_spans(&mut self) {
+        if let Some(t) = self.tracer.as_mut() {
+            t.flush();
+        }
+    }
+
+    fn pod_added(&mut self, node: &Node, at: Time, p: &k8s_openapi::api::core::v1::Pod) {
+        let uid = pod::uid(p);
+        let is_static = pod::is_static(p);
+        // kubelet_restarted_pods_total: the same UID comes back after its worker finished
+        if let Some(s) = node.pod_workers.status(&uid) {
+            if s.finished || s.is_terminated() {
+                self.restarted_pods[usize::from(is_static)] += 1;
+            }
+            return;
+        }
+        if self.starting.contains_key(&uid) {
+            return;
+        }
+        if self.starting.len() >= MAX_TRACKED_PODS {
+            return;
+        }
+        let created = p
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(crate::core::pod_status::time_from_api);
+        self.starting.insert(
+            uid,
+            PodStart {
+                first_seen: at,
+                created,
+                worker_started: false,
+                running_seen: false,
+                pull_started: None,
+                pull_finished: None,
+            },
+        );
+    }
+
+    fn after_fold(&mut self, node: &Node, record: &Record, commands: &[Command]) {
+        if let Event::UpdatePod(u) = &record.event {
+            if u.running_pod.is_some() && u.pod.is_none() {
+                self.orphaned_runtime_pods += 1;
+            }
+        }
+        if self.starting.is_empty() {
+            return;
+        }
+        for c in commands {
+            if let Command::SyncPod(s) = c {
+                if s.update_type != UpdateType::Create {
+                    continue;
+                }
+                if let Some(st) = self.starting.get_mut(&s.uid) {
+                    if !st.worker_started {
+                        st.worker_started = true;
+                        self.worker_start
+                            .observe(record.at.since(st.first_seen).as_secs_f64());
+                        let n = s.pod.spec.as_ref().map_or(0, |sp| sp.containers.len());
+                        self.containers_per_pod.observe(n as f64);
+                    }
+                }
+            }
+        }
+        let uid = match &record.event {
+            Event::RuntimeActionFinished(a) => {
+                if let (RuntimeAction::PullImage { .. }, Some(st)) =
+                    (&a.action, self.starting.get_mut(&a.uid))
+                {
+                    let begun = Time::from_unix_nanos(
+                        record.at.unix_nanos() - (a.duration_ms as i64) * 1_000_000,
+                    );
+                    st.pull_started = Some(st.pull_started.map_or(begun, |t| t.min(begun)));
+                    st.pull_finished =
+                        Some(st.pull_finished.map_or(record.at, |t| t.max(record.at)));
+                }
+                &a.uid
+            }
+            Event::RuntimeStatusObserved(o) => &o.uid,
+            Event::PlegEvent(p) => &p.uid,
+            Event::SyncFinished(f) => {
+                if f.work != crate::core::command::WorkType::Sync {
+                    self.starting.remove(&f.uid);
+                    return;
+                }
+                &f.uid
+            }
+            Event::PodRemoved(c) | Event::PodDeleted(c) => {
+                self.starting.remove(&pod::uid(&c.pod));
+                return;
+            }
+            _ => return,
+        };
+        let Some(st) = self.starting.get_mut(uid) else {
+            return;
+        };
+        let Some(v) = node.statuses.get(uid) else {
+            return;
+        };
+        let status = &v.status;
+        let running = status.phase.as_deref() == Some("Running");
+        if running && !st.running_seen {
+            st.running_seen = true;
+            self.pod_start
+                .observe(record.at.since(st.first_seen).as_secs_f64());
+        }
+        let all_started = running
+            && status.container_statuses.as_ref().is_some_and(|cs| {
+                !cs.is_empty()
+                    && cs
+                        .iter()
+                        .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+            });
+        if all_started {
+            let from = st.created.unwrap_or(st.first_seen);
+            let total = record.at.since(from);
+            let pulling = match (st.pull_started, st.pull_finished) {
+                (Some(a), Some(b)) => b.since(a),
+                _ => Duration::ZERO,
+            };
+            self.pod_start_total.observe(total.as_secs_f64());
+            self.pod_start_sli
+                .observe(total.saturating_sub(pulling).as_secs_f64());
+            self.starting.remove(uid);
+        }
+    }
+
+    /// Writes the families this observer keeps.
+    pub fn render(&self, out: &mut Text) {
+        out.family(RECORDS_TOTAL, "counter", "Ledger records folded, by kind.");
+        for (kind, k) in Event::KINDS.iter().zip(&self.kinds) {
+            out.sample(RECORDS_TOTAL, &[("kind", kind)], k.records as f64);
+        }
+        out.family(
+            FOLD_DURATION_SECONDS,
+            "histogram",
+            "Time to fold one record into the node state, by kind.",
+        );
+        for (kind, k) in Event::KINDS.iter().zip(&self.kinds) {
+            if k.records > 0 {
+                out.histogram(FOLD_DURATION_SECONDS, &[("kind", kind)], &k.duration);
+            }
+        }
+        out.family(
+            TRANSITIONS_TOTAL,
+            "counter",
+            "Pod worker lifecycle transitions (none, sync, terminating, terminated, finished).",
+        );
+        for ((from, to), (n, _)) in &self.transitions {
+            out.sample(
+                TRANSITIONS_TOTAL,
+                &[("from", from.as_str()), ("to", to.as_str())],
+                *n as f64,
+            );
+        }
+        out.family(
+            TRANSITION_DURATION_SECONDS,
+            "histogram",
+            "Time a pod worker spent in the `from` state before the transition.",
+        );
+        for ((from, to), (_, h)) in &self.transitions {
+            if *from != Phase::None {
+                out.histogram(
+                    TRANSITION_DURATION_SECONDS,
+                    &[("from", from.as_str()), ("to", to.as_str())],
+                    h,
+                );
+            }
+        }
+        for (name, help, h) in [
+            (
+                "kubelet_pod_worker_start_duration_seconds",
+                "Duration in seconds from seeing a pod to starting a worker.",
+                &self.worker_start,
+            ),
+            (
+                "kubelet_pod_start_duration_seconds",
+                "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+                &self.pod_start,
+            ),
+            (
+                "kubelet_pod_start_sli_duration_seconds",
+                "Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
+                &self.pod_start_sli,
+            ),
+            (
+                "kubelet_pod_start_total_duration_seconds",
+                "Duration in seconds to start a pod since creation, including time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
+                &self.pod_start_total,
+            ),
+            (
+                "kubelet_containers_per_pod_count",
+                "The number of containers per pod.",
+                &self.containers_per_pod,
+            ),
+        ] {
+            out.family(name, "histogram", help);
+            out.histogram(name, &[], h);
+        }
+        out.family(
+            "kubelet_restarted_pods_total",
+            "counter",
+            "Number of pods that have been restarted because they were deleted and recreated with the same UID while the kubelet was watching them (common for static pods, extremely uncommon for API pods)",
+        );
+        out.sample(
+            "kubelet_restarted_pods_total",
+            &[("static", "false")],
+            self.restarted_pods[0] as f64,
+        );
+        out.sample(
+            "kubelet_restarted_pods_total",
+            &[("static", "true")],
+            self.restarted_pods[1] as f64,
+        );
+        out.family(
+            "kubelet_orphaned_runtime_pods_total",
+            "counter",
+            "Number of pods that have been detected in the container runtime without being already known to the pod worker. This typically indicates the kubelet was restarted while a pod was force deleted in the API or in the local configuration, which is unusual.",
+        );
+        out.sample(
+            "kubelet_orphaned_runtime_pods_total",
+            &[],
+            self.orphaned_runtime_pods as f64,
+        );
+    }
 }

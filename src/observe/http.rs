@@ -1,6 +1,6 @@
 //! The node's HTTP server (the kubelet's read-only port, plus ledgerlet's debug endpoints).
 //!
-//! Owns `/healthz`, `/metrics`, `/pods`, `/debug/ledger` (NDJSON; `?since=SEQ`,
+//! Owns `/healthz`, `/metrics` (see `metrics`), `/pods`, `/debug/ledger` (NDJSON; `?since=SEQ`,
 //! `?pod=UID|NAMESPACE/NAME`, `?follow=true`), `/debug/state` and `/debug/events`. Must not
 //! hold the engine lock while writing a response: it copies what it needs (records are
 //! shared `Arc`s) and serialises outside the lock, so a slow client never slows the fold.
@@ -76,13 +76,26 @@ async fn healthz(State(s): State<HttpState>) -> Response {
     }
 }
 
+/// `/metrics`: what the `metrics` facade recorded, then what the engine keeps itself (fold
+/// statistics, pod gauges, the ledger; copied under a short lock), then the process metrics.
 async fn metrics(State(s): State<HttpState>) -> Response {
+    let mut text = super::exposition::Text(s.prometheus.render());
+    if !text.0.is_empty() && !text.0.ends_with('\n') {
+        text.0.push('\n');
+    }
+    {
+        let engine = s.engine.lock().expect("engine");
+        engine.observer().render(&mut text);
+        super::state_metrics::render_node(engine.node(), &mut text);
+        super::state_metrics::render_ledger(&engine.ledger().stats(), &mut text);
+    }
+    super::state_metrics::render_process(&mut text);
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        s.prometheus.render(),
+        text.0,
     )
         .into_response()
 }

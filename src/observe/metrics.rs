@@ -1,9 +1,12 @@
 //! The Prometheus exposition of every metric recorded through the `metrics` facade.
 //!
-//! Owns the recorder installation and the bucket layouts (the kubelet's, where the kubelet
-//! has the metric). Must not record metrics itself.
+//! Owns the recorder installation, the bucket layouts (the kubelet's, where the kubelet has
+//! the metric) and the recorder's upkeep (histogram samples are folded into their buckets
+//! every few seconds, so memory does not grow between scrapes). Must not record metrics
+//! itself.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -21,36 +24,126 @@ pub const FAST_BUCKETS: &[f64] = &[
 pub const STATUS_SYNC_BUCKETS: &[f64] =
     &[0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0];
 
+/// The kubelet's `podStartupDurationBuckets` (pod start and SLI histograms).
+pub const POD_STARTUP_BUCKETS: &[f64] = &[
+    0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 180.0, 240.0,
+    300.0, 360.0, 480.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
+];
+
+/// `kubelet_runtime_operations_duration_seconds`: ExponentialBuckets(.005, 2.5, 14).
+pub const RUNTIME_OPERATION_BUCKETS: &[f64] = &[
+    0.005,
+    0.0125,
+    0.03125,
+    0.078125,
+    0.1953125,
+    0.48828125,
+    1.220703125,
+    3.0517578125,
+    7.62939453125,
+    19.073486328125,
+    47.6837158203125,
+    119.20928955078125,
+    298.0232238769531,
+    745.0580596923828,
+];
+
+/// `rest_client_request_duration_seconds`.
+pub const REST_CLIENT_BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+];
+
+/// Buckets for command durations (a sync may take a grace period of seconds to minutes).
+pub const COMMAND_BUCKETS: &[f64] = &[
+    0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// How often histogram samples are folded into buckets.
+pub const UPKEEP_PERIOD_MS: u64 = 5_000;
+
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+fn builder() -> PrometheusBuilder {
+    let layouts: &[(Matcher, &[f64])] = &[
+        (Matcher::Prefix("kubelet_pleg_relist".into()), DEF_BUCKETS),
+        (
+            Matcher::Full("kubelet_evented_pleg_connection_latency_seconds".into()),
+            DEF_BUCKETS,
+        ),
+        (
+            Matcher::Full("kubelet_pod_status_sync_duration_seconds".into()),
+            STATUS_SYNC_BUCKETS,
+        ),
+        (
+            Matcher::Full("kubelet_runtime_operations_duration_seconds".into()),
+            RUNTIME_OPERATION_BUCKETS,
+        ),
+        (
+            Matcher::Full("rest_client_request_duration_seconds".into()),
+            REST_CLIENT_BUCKETS,
+        ),
+        (
+            Matcher::Full("ledgerlet_command_duration_seconds".into()),
+            COMMAND_BUCKETS,
+        ),
+        (
+            Matcher::Full("ledgerlet_status_sync_wait_seconds".into()),
+            STATUS_SYNC_BUCKETS,
+        ),
+        (Matcher::Prefix("ledgerlet_".into()), FAST_BUCKETS),
+    ];
+    let mut b = PrometheusBuilder::new();
+    for (m, buckets) in layouts {
+        b = b
+            .set_buckets_for_metric(m.clone(), buckets)
+            .expect("bucket layouts are non-empty");
+    }
+    b.set_buckets(DEF_BUCKETS)
+        .expect("bucket layouts are non-empty")
+}
+
 /// Installs the process-wide recorder once and returns the handle that renders `/metrics`.
+/// Histogram upkeep runs on a small thread of its own.
 pub fn install() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
-            let builder = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Prefix("kubelet_pleg_relist".into()), DEF_BUCKETS)
-                .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full("kubelet_evented_pleg_connection_latency_seconds".into()),
-                        DEF_BUCKETS,
-                    )
-                })
-                .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full("kubelet_pod_status_sync_duration_seconds".into()),
-                        STATUS_SYNC_BUCKETS,
-                    )
-                })
-                .and_then(|b| {
-                    b.set_buckets_for_metric(Matcher::Prefix("ledgerlet_".into()), FAST_BUCKETS)
-                })
-                .and_then(|b| b.set_buckets(DEF_BUCKETS))
-                .expect("bucket layouts are non-empty");
-            match builder.install_recorder() {
+            let handle = match builder().install_recorder() {
                 Ok(handle) => handle,
                 // another recorder is installed (e.g. in a test process): render our own
-                Err(_) => PrometheusBuilder::new().build_recorder().handle(),
-            }
+                Err(_) => builder().build_recorder().handle(),
+            };
+            let h = handle.clone();
+            let _ = std::thread::Builder::new()
+                .name("metrics-upkeep".into())
+                .spawn(move || loop {
+                    std::thread::sleep(Duration::from_millis(UPKEEP_PERIOD_MS));
+                    h.run_upkeep();
+                });
+            super::describe::describe_all();
+            handle
         })
         .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_layouts_are_the_kubelets() {
+        assert_eq!(DEF_BUCKETS.len(), 11);
+        assert_eq!(POD_STARTUP_BUCKETS.len(), 25);
+        assert_eq!(POD_STARTUP_BUCKETS[0], 0.5);
+        assert_eq!(POD_STARTUP_BUCKETS[24], 3600.0);
+        // ExponentialBuckets(.005, 2.5, 14)
+        for (i, b) in RUNTIME_OPERATION_BUCKETS.iter().enumerate() {
+            let want = 0.005 * 2.5f64.powi(i as i32);
+            assert!((b - want).abs() < 1e-9, "{i}: {b} != {want}");
+        }
+        assert_eq!(
+            REST_CLIENT_BUCKETS,
+            &[0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0]
+        );
+        assert_eq!(STATUS_SYNC_BUCKETS[10], 60.0);
+    }
 }

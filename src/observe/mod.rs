@@ -1,10 +1,18 @@
-//! Observability: tracing spans and metrics around the fold, Prometheus exposition, and the
-//! node's HTTP server.
+//! Observability: OpenTelemetry traces (fold, command, CRI and status spans), Prometheus
+//! metrics with the kubelet's names, and the node's HTTP server.
 //!
-//! Owns metric names, span shapes and the HTTP endpoints. Must not influence decisions:
-//! everything here is a side channel the core never reads.
+//! Owns metric names, span shapes, trace propagation and the HTTP endpoints. Must not
+//! influence decisions: everything here is a side channel the core never reads.
 
+pub mod command;
+pub mod context;
+pub mod describe;
+pub mod export;
+pub mod exposition;
 pub mod fold;
+pub mod grpc;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod otel;
+pub mod state_metrics;

@@ -233,6 +233,7 @@ impl EmbeddedRuntime {
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let server = tokio::spawn(
             tonic::transport::Server::builder()
+                .layer(crate::observe::grpc::ServerTraceLayer)
                 .add_service(runtime_svc)
                 .add_service(image_svc)
                 .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {

@@ -30,6 +30,10 @@ use crate::ledger::event::{
     SyncOutcome,
 };
 use crate::ledger::Event;
+use crate::observe::describe::{
+    RUN_PODSANDBOX_DURATION_SECONDS, RUN_PODSANDBOX_ERRORS_TOTAL, STARTED_CONTAINERS_ERRORS_TOTAL,
+    STARTED_CONTAINERS_TOTAL, STARTED_PODS_ERRORS_TOTAL, STARTED_PODS_TOTAL,
+};
 
 /// The kubelet's minimum `StopContainer` timeout.
 pub const MIN_STOP_TIMEOUT_S: i64 = 2;
@@ -242,6 +246,7 @@ impl Executor {
         let mut pod_ip = cmd.runtime.ips.first().cloned().unwrap_or_default();
         if let Some(a) = plan.create_sandbox {
             attempt = a;
+            metrics::counter!(STARTED_PODS_TOTAL).increment(1);
             let started = Instant::now();
             let config = cri_config::sandbox_config(&self.ctx, p, a);
             if let Err(e) = std::fs::create_dir_all(&config.log_directory) {
@@ -249,6 +254,7 @@ impl Executor {
                     "Failed to create pod sandbox: cannot create log directory {}: {e}",
                     config.log_directory
                 );
+                metrics::counter!(STARTED_PODS_ERRORS_TOTAL).increment(1);
                 step.report(
                     RuntimeAction::CreateSandbox { attempt: a },
                     failed("CreatePodSandboxError", msg.clone()),
@@ -257,7 +263,15 @@ impl Executor {
                 .await;
                 return SyncOutcome::Failed { message: msg };
             }
-            match self.cri.run_pod_sandbox(config, "").await {
+            let run = self.cri.run_pod_sandbox(config, "").await;
+            metrics::histogram!(RUN_PODSANDBOX_DURATION_SECONDS, "runtime_handler" => "")
+                .record(started.elapsed().as_secs_f64());
+            if run.is_err() {
+                metrics::counter!(STARTED_PODS_ERRORS_TOTAL).increment(1);
+                metrics::counter!(RUN_PODSANDBOX_ERRORS_TOTAL, "runtime_handler" => "")
+                    .increment(1);
+            }
+            match run {
                 Ok(id) => {
                     sandbox_id = id.clone();
                     if let Ok(st) = self.cri.pod_sandbox_status(&id, false).await {
@@ -343,12 +357,6 @@ impl Executor {
         target: &StartTarget<'_>,
         s: &ContainerStart,
     ) -> Result<(), String> {
-        let StartTarget {
-            sandbox_id,
-            sandbox_config,
-            pod_ip,
-            volumes,
-        } = *target;
         let who = format!(
             "container {} of pod {}/{}",
             s.name,
@@ -359,6 +367,42 @@ impl Executor {
             return Err(format!("{who} is not in the pod spec"));
         };
         let image = c.image.clone().unwrap_or_default();
+        let container_type = s.kind.metric_label();
+        metrics::counter!(STARTED_CONTAINERS_TOTAL, "container_type" => container_type)
+            .increment(1);
+        let result = self
+            .create_and_start(step, p, target, s, c, &image, &who)
+            .await;
+        if let Err((code, _)) = &result {
+            metrics::counter!(
+                STARTED_CONTAINERS_ERRORS_TOTAL,
+                "container_type" => container_type,
+                "code" => *code
+            )
+            .increment(1);
+        }
+        result.map_err(|(_, message)| message)
+    }
+
+    /// Pull, create and start one container; errors carry the kubelet's reason.
+    #[allow(clippy::too_many_arguments)]
+    async fn create_and_start(
+        &self,
+        step: &Step<'_>,
+        p: &Pod,
+        target: &StartTarget<'_>,
+        s: &ContainerStart,
+        c: &k8s_openapi::api::core::v1::Container,
+        image: &str,
+        who: &str,
+    ) -> Result<(), (&'static str, String)> {
+        let StartTarget {
+            sandbox_id,
+            sandbox_config,
+            pod_ip,
+            volumes,
+        } = *target;
+        let image = image.to_string();
         // image, per imagePullPolicy
         let started = Instant::now();
         let pull = self
@@ -379,10 +423,10 @@ impl Executor {
         )
         .await;
         if !pulled {
-            let ActionOutcome::Failed { message, .. } = outcome else {
+            let ActionOutcome::Failed { message, reason } = outcome else {
                 unreachable!()
             };
-            return Err(message);
+            return Err((reason_code(&reason), message));
         }
         // create
         let started = Instant::now();
@@ -424,7 +468,7 @@ impl Executor {
                     started,
                 )
                 .await;
-                return Err(msg);
+                return Err((reason, msg));
             }
         };
         // start
@@ -443,7 +487,7 @@ impl Executor {
                 let msg = format!("{who}: {e}");
                 step.report(action, failed("RunContainerError", msg.clone()), started)
                     .await;
-                Err(msg)
+                Err(("RunContainerError", msg))
             }
         }
     }
@@ -767,6 +811,17 @@ impl Executor {
             }
         }
         Ok(())
+    }
+}
+
+/// The `code` label of `kubelet_started_containers_errors_total` for a failure reason.
+fn reason_code(reason: &str) -> &'static str {
+    match reason {
+        "InvalidImageName" => "InvalidImageName",
+        "ImageInspectError" => "ImageInspectError",
+        "ErrImageNeverPull" => "ErrImageNeverPull",
+        "ErrImagePull" => "ErrImagePull",
+        _ => "Unknown",
     }
 }
 

@@ -45,12 +45,13 @@ impl Report {
     }
 
     /// Sends an event for the engine to append. Returns false if the engine has stopped.
+    /// Sent from inside a command's span (tracing on), the record's span becomes its child.
     pub async fn send(&self, event: Event, cause: Option<u64>) -> bool {
         self.tx
             .send(Input {
                 event,
                 cause,
-                trace: None,
+                trace: crate::observe::context::current(),
             })
             .await
             .is_ok()

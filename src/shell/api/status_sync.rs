@@ -25,6 +25,26 @@ fn failed(e: super::ApiError) -> StatusSyncOutcome {
 /// Runs one status sync and says how it ended.
 pub async fn sync_pod_status(api: &ApiClient, cmd: &SyncPodStatusCommand) -> StatusSyncFinished {
     let outcome = run(api, cmd).await;
+    // the `status.sync` span (observe::command) this runs in
+    let span = tracing::Span::current();
+    span.record("ledgerlet.status.outcome", outcome_label(&outcome));
+    match &outcome {
+        StatusSyncOutcome::Patched {
+            patch_bytes,
+            deleted,
+        } => {
+            span.record("ledgerlet.status.patch_bytes", *patch_bytes);
+            span.record("ledgerlet.status.deleted", *deleted);
+        }
+        StatusSyncOutcome::Unchanged { deleted } => {
+            span.record("ledgerlet.status.patch_bytes", 0u64);
+            span.record("ledgerlet.status.deleted", *deleted);
+        }
+        StatusSyncOutcome::Failed { .. } => {
+            span.record("otel.status_code", "error");
+        }
+        _ => {}
+    }
     metrics::counter!("ledgerlet_status_syncs_total", "outcome" => outcome_label(&outcome))
         .increment(1);
     if matches!(outcome, StatusSyncOutcome::Patched { .. }) && cmd.changed_at != Time::ZERO {

@@ -309,7 +309,10 @@ pub async fn run(
             let connect = Instant::now();
             match cri.get_container_events().await {
                 Ok(s) => {
-                    metrics::counter!("kubelet_evented_pleg_connection_success_count").increment(1);
+                    metrics::counter!(
+                        crate::observe::describe::EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL
+                    )
+                    .increment(1);
                     metrics::histogram!("kubelet_evented_pleg_connection_latency_seconds")
                         .record(connect.elapsed().as_secs_f64());
                     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(1.0);
@@ -325,7 +328,10 @@ pub async fn run(
                 Err(e) if e.code() == tonic::Code::Unimplemented => {
                     // containerd 1.6, older CRI-O: no event stream, ever. Say so once and
                     // stop asking.
-                    metrics::counter!("kubelet_evented_pleg_connection_error_count").increment(1);
+                    metrics::counter!(
+                        crate::observe::describe::EVENTED_PLEG_CONNECTION_ERRORS_TOTAL
+                    )
+                    .increment(1);
                     tracing::info!(
                         endpoint = cri.endpoint(),
                         "PLEG: generic mode, relisting every {} ms: the runtime does not implement GetContainerEvents",
@@ -334,7 +340,10 @@ pub async fn run(
                     evented_supported = false;
                 }
                 Err(e) => {
-                    metrics::counter!("kubelet_evented_pleg_connection_error_count").increment(1);
+                    metrics::counter!(
+                        crate::observe::describe::EVENTED_PLEG_CONNECTION_ERRORS_TOTAL
+                    )
+                    .increment(1);
                     tracing::info!(error = %e, "PLEG: generic relist every {} ms (the runtime's container event stream is not available; retrying in {} ms)", opts.relist_period_ms, opts.event_stream_retry_ms);
                     next_stream_attempt =
                         Instant::now() + Duration::from_millis(opts.event_stream_retry_ms);

@@ -1,0 +1,229 @@
+//! The OpenTelemetry pipeline: where spans go, which are sampled, and what resource they
+//! carry.
+//!
+//! Owns `--tracing-endpoint` / `OTEL_EXPORTER_OTLP_ENDPOINT` resolution, the OTLP/gRPC
+//! exporter (tonic, plain HTTP/2 as the kubelet's), the SDK tracer provider that
+//! `tracing-opentelemetry` uses for command, CRI and status spans, and the fold tracer the
+//! engine uses for fold spans. Both feed one bounded queue (`observe::export`). Must not be
+//! started more than once per process; with no endpoint nothing is exported and no span
+//! context is created.
+
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::KeyValue;
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanExporter};
+use opentelemetry_sdk::Resource;
+
+use super::context::{self, IdGen, RootSampler};
+use super::export::{ExportOptions, Exporting};
+use super::fold::FoldTracer;
+
+static GLOBAL: std::sync::OnceLock<Tracing> = std::sync::OnceLock::new();
+
+/// Starts the process-wide pipeline (once; later calls return the first one).
+pub fn install(cfg: &TracingConfig) -> Result<&'static Tracing, TracingError> {
+    if let Some(t) = GLOBAL.get() {
+        return Ok(t);
+    }
+    let t = Tracing::start(cfg)?;
+    Ok(GLOBAL.get_or_init(|| t))
+}
+
+/// The process-wide pipeline, when tracing is on.
+pub fn global() -> Option<&'static Tracing> {
+    GLOBAL.get()
+}
+
+/// The kubelet's default OTLP endpoint.
+pub const DEFAULT_ENDPOINT: &str = "localhost:4317";
+
+/// Tracing configuration (kubelet `TracingConfiguration` plus the queue's bounds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TracingConfig {
+    /// OTLP/gRPC endpoint (`host:port` or `http://host:port`).
+    pub endpoint: String,
+    /// Roots sampled per million (children follow their parent).
+    pub sampling_rate_per_million: u32,
+    /// Batching and bounds.
+    pub export: ExportOptions,
+    /// `service.name` (`OTEL_SERVICE_NAME` wins when set).
+    pub service_name: String,
+    /// `k8s.node.name`.
+    pub node_name: String,
+    /// `host.name`.
+    pub host_name: String,
+}
+
+/// Why the pipeline could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TracingError {
+    /// The endpoint is not a usable URI.
+    #[error("invalid tracing endpoint {endpoint:?} (--tracing-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT): {reason}")]
+    Endpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// Why.
+        reason: String,
+    },
+    /// The exporter or its thread could not start.
+    #[error("cannot start the OTLP exporter: {0}")]
+    Start(String),
+}
+
+/// The endpoint to export to: the flag, else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`; `None` means tracing is off.
+pub fn resolve_endpoint(flag: Option<&str>) -> Option<String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    flag.map(str::to_string)
+        .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+        .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
+}
+
+/// `host:port` (the kubelet's form) becomes `http://host:port`; a URI is checked.
+pub fn normalize_endpoint(endpoint: &str) -> Result<String, TracingError> {
+    let e = endpoint.trim();
+    let uri = if e.contains("://") {
+        e.to_string()
+    } else {
+        format!("http://{e}")
+    };
+    let bad = |reason: String| TracingError::Endpoint {
+        endpoint: endpoint.to_string(),
+        reason,
+    };
+    let parsed: tonic::codegen::http::Uri = uri.parse().map_err(|e| bad(format!("{e}")))?;
+    match parsed.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(bad(
+                "TLS is not supported; the kubelet's tracing endpoint is plain gRPC too (use http:// or host:port)".into(),
+            ))
+        }
+        other => return Err(bad(format!("unsupported scheme {other:?}"))),
+    }
+    if parsed.host().is_none_or(str::is_empty) {
+        return Err(bad("no host".into()));
+    }
+    Ok(uri)
+}
+
+/// The resource every span carries.
+pub fn resource(cfg: &TracingConfig) -> Resource {
+    let service = std::env::var("OTEL_SERVICE_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| cfg.service_name.clone());
+    Resource::builder()
+        .with_service_name(service)
+        .with_attributes([
+            KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
+            KeyValue::new("host.name", cfg.host_name.clone()),
+            KeyValue::new("k8s.node.name", cfg.node_name.clone()),
+        ])
+        .build()
+}
+
+/// A running pipeline.
+pub struct Tracing {
+    exporting: Exporting,
+    provider: SdkTracerProvider,
+    sampler: RootSampler,
+}
+
+impl Tracing {
+    /// Starts the pipeline exporting OTLP/gRPC to `cfg.endpoint`. The connection is made
+    /// lazily: an unreachable collector is not an error (its spans are dropped and counted).
+    pub fn start(cfg: &TracingConfig) -> Result<Tracing, TracingError> {
+        let endpoint = normalize_endpoint(&cfg.endpoint)?;
+        let timeout = Duration::from_millis(cfg.export.export_timeout_ms.max(1));
+        Tracing::start_with(cfg, move || {
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_endpoint(endpoint)
+                .with_timeout(timeout)
+                .build()
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    /// Starts the pipeline with any exporter (benchmarks and unit tests).
+    pub fn start_with<E, F>(cfg: &TracingConfig, make: F) -> Result<Tracing, TracingError>
+    where
+        E: SpanExporter + 'static,
+        F: FnOnce() -> Result<E, String> + Send + 'static,
+    {
+        let resource = resource(cfg);
+        let exporting =
+            Exporting::start(&cfg.export, resource.clone(), make).map_err(TracingError::Start)?;
+        let sampler = RootSampler::new(cfg.sampling_rate_per_million);
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(exporting.processor())
+            .with_sampler(sampler.sdk_sampler())
+            .with_resource(resource)
+            .build();
+        Ok(Tracing {
+            exporting,
+            provider,
+            sampler,
+        })
+    }
+
+    /// The tracer for `tracing-opentelemetry`.
+    pub fn tracer(&self) -> SdkTracer {
+        self.provider.tracer(super::export::SCOPE)
+    }
+
+    /// A fold tracer for an engine (one per engine).
+    pub fn fold_tracer(&self) -> FoldTracer {
+        FoldTracer::new(
+            self.sampler,
+            IdGen::from_os(),
+            self.exporting.queue().clone(),
+        )
+    }
+
+    /// The export queue (for tests and metrics).
+    pub fn exporting(&self) -> &Exporting {
+        &self.exporting
+    }
+
+    /// Exports what is queued, waiting at most `timeout`.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        self.exporting.flush(timeout)
+    }
+
+    /// Exports what is queued (bounded by `timeout`) and stops exporting.
+    pub fn shutdown(&self, timeout: Duration) {
+        context::set_enabled(false);
+        let _ = self.provider.shutdown_with_timeout(timeout);
+        self.exporting.shutdown(timeout);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_follow_the_kubelets_forms() {
+        assert_eq!(
+            normalize_endpoint("localhost:4317").unwrap(),
+            "http://localhost:4317"
+        );
+        assert_eq!(
+            normalize_endpoint("http://collector:4317").unwrap(),
+            "http://collector:4317"
+        );
+        let e = normalize_endpoint("https://collector:4317").unwrap_err();
+        assert!(e.to_string().contains("--tracing-endpoint"), "{e}");
+        assert!(normalize_endpoint("http://").is_err());
+        assert!(normalize_endpoint("ftp://x:1").is_err());
+    }
+
+    #[test]
+    fn the_flag_wins_over_the_environment() {
+        assert_eq!(resolve_endpoint(Some("a:1")).as_deref(), Some("a:1"),);
+    }
+}

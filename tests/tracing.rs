@@ -1,0 +1,269 @@
+//! Issue 5 acceptance, traces: the real `ledgerlet run` binary exports OTLP/gRPC to a real
+//! receiver (PyPI `rotel`, which logs every span it receives), and with a collector that
+//! never answers it runs pods as without tracing while its span queue stays bounded.
+
+mod support;
+
+#[path = "support/peers.rs"]
+mod peers;
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::net::TcpListener;
+use std::time::Duration;
+
+use peers::{descends_from, Rotel, Span};
+use support::agent::Agent;
+
+const JOB: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: traced
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  containers:
+    - name: main
+      image: busybox
+      command: ["sh", "-c", "echo traced; sleep 0.3"]
+"#;
+
+fn uid_of(agent: &Agent, name: &str) -> String {
+    agent.wait_for(&format!("pod {name} in /pods"), 30, |a| {
+        a.pod(name).and_then(|p| p.metadata.uid)
+    })
+}
+
+fn pod_span<'a>(spans: &'a [Span], name: &str, uid: &str) -> Option<&'a Span> {
+    spans.iter().find(|s| {
+        s.name == name && s.attributes.get("k8s.pod.uid").map(String::as_str) == Some(uid)
+    })
+}
+
+#[test]
+fn otel_01_rotel_receives_pod_worker_spans_with_cri_client_and_runtime_server_spans_in_one_trace() {
+    let Some(bin) = peers::rotel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rotel = Rotel::start(&bin, dir.path());
+    let endpoint = rotel.endpoint();
+    let agent = Agent::start(&[
+        "--tracing-endpoint",
+        &endpoint,
+        "--tracing-export-period-ms",
+        "200",
+    ]);
+    agent.write_manifest("traced.yaml", JOB);
+    let uid = uid_of(&agent, "traced");
+    let spans = rotel.wait_for("syncTerminatedPod of the pod", 60, |spans| {
+        pod_span(spans, "syncTerminatedPod", &uid).map(|_| spans.to_vec())
+    });
+    // give the last batches (CRI spans end before their parents) a moment
+    std::thread::sleep(Duration::from_millis(600));
+    let spans = {
+        let later = rotel.spans();
+        if later.len() >= spans.len() {
+            later
+        } else {
+            spans
+        }
+    };
+
+    // the kubelet's pod worker spans, with its attributes
+    let sync = pod_span(&spans, "syncPod", &uid).expect("a syncPod span");
+    let terminating = pod_span(&spans, "syncTerminatingPod", &uid).expect("syncTerminatingPod");
+    let terminated = pod_span(&spans, "syncTerminatedPod", &uid).expect("syncTerminatedPod");
+    let full = format!("traced-{}", agent.node_name);
+    for s in [sync, terminating, terminated] {
+        assert_eq!(s.attributes.get("k8s.pod.name"), Some(&full), "{s:?}");
+        assert_eq!(
+            s.attributes.get("k8s.namespace.name").map(String::as_str),
+            Some("default")
+        );
+        assert_eq!(
+            s.attributes.get("k8s.pod"),
+            Some(&format!("default/{full}")),
+            "{s:?}"
+        );
+    }
+    let create = spans
+        .iter()
+        .find(|s| {
+            s.name == "syncPod"
+                && s.attributes.get("k8s.pod.uid") == Some(&uid)
+                && s.attributes.get("k8s.pod.update_type").map(String::as_str) == Some("create")
+        })
+        .expect("the syncPod of the create has k8s.pod.update_type=create");
+    // the pod's whole life is one trace
+    assert_eq!(sync.trace_id, terminating.trace_id);
+    assert_eq!(sync.trace_id, terminated.trace_id);
+    let trace = &create.trace_id;
+    let in_trace: Vec<&Span> = spans.iter().filter(|s| &s.trace_id == trace).collect();
+    assert!(
+        in_trace.iter().any(|s| s.name == "fold PodAdded"),
+        "the trace starts at the record that added the pod"
+    );
+    assert!(
+        in_trace.iter().any(|s| s.name == "fold UpdatePod"
+            && s.events
+                .iter()
+                .any(|e| e.contains("pod worker transition") && e.contains("to: Str(sync)"))),
+        "a span event marks the worker's transition to sync: {:?}",
+        in_trace
+            .iter()
+            .filter(|s| !s.events.is_empty())
+            .map(|s| (&s.name, &s.events))
+            .collect::<Vec<_>>()
+    );
+
+    // CRI client spans are descendants of the syncPod that created the pod
+    let client: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.kind == "SPAN_KIND_CLIENT" && descends_from(&spans, s, create))
+        .collect();
+    let methods: BTreeSet<&str> = client.iter().map(|s| s.name.as_str()).collect();
+    for m in [
+        "runtime.v1.RuntimeService/RunPodSandbox",
+        "runtime.v1.RuntimeService/CreateContainer",
+        "runtime.v1.RuntimeService/StartContainer",
+        "runtime.v1.ImageService/ImageStatus",
+    ] {
+        assert!(
+            methods.contains(m),
+            "{m} under syncPod(create); got {methods:?}"
+        );
+    }
+    for c in &client {
+        assert_eq!(
+            c.attributes.get("rpc.system").map(String::as_str),
+            Some("grpc")
+        );
+        assert_eq!(
+            c.attributes.get("rpc.grpc.status_code").map(String::as_str),
+            Some("0")
+        );
+    }
+    // the embedded runtime continued each call's trace in a server span under the client span
+    let run_sandbox = client
+        .iter()
+        .find(|s| s.name == "runtime.v1.RuntimeService/RunPodSandbox")
+        .unwrap();
+    let server = spans
+        .iter()
+        .find(|s| s.kind == "SPAN_KIND_SERVER" && s.parent_id == run_sandbox.id)
+        .expect("the runtime's server span of RunPodSandbox, child of the client span");
+    assert_eq!(server.trace_id, *trace);
+    assert_eq!(server.name, "runtime.v1.RuntimeService/RunPodSandbox");
+    // the termination's CRI calls are in the same trace, under syncTerminatingPod
+    assert!(spans.iter().any(|s| s.kind == "SPAN_KIND_CLIENT"
+        && s.name == "runtime.v1.RuntimeService/StopPodSandbox"
+        && descends_from(&spans, s, terminating)));
+    // untraced CRI calls (the PLEG's relists) start no traces of their own
+    assert!(
+        !spans
+            .iter()
+            .any(|s| s.kind == "SPAN_KIND_SERVER" && s.parent_id.is_empty()),
+        "server spans only continue traced calls"
+    );
+}
+
+/// Accepts TCP connections and never answers: the worst collector (every export waits for
+/// its timeout).
+fn black_hole() -> (u16, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    l.set_nonblocking(true).unwrap();
+    let h = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(120) {
+            match l.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(true).ok();
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    held.push(s);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+            if held.len() > 64 {
+                held.remove(0);
+            }
+        }
+    });
+    (port, h)
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn otel_02_a_collector_that_never_answers_changes_nothing_and_the_span_queue_stays_bounded() {
+    let (port, _hole) = black_hole();
+    let queue = 32;
+    let agent = Agent::start(&[
+        "--tracing-endpoint",
+        &format!("127.0.0.1:{port}"),
+        "--tracing-max-queue-size",
+        &queue.to_string(),
+        "--tracing-export-period-ms",
+        "100",
+        "--tracing-export-timeout-ms",
+        "60000",
+    ]);
+    // (not web.yaml: its fixed port 8080 may be taken on a shared machine)
+    agent.write_manifest("traced.yaml", JOB);
+    for f in ["job.yaml", "init.yaml"] {
+        let yaml =
+            std::fs::read_to_string(format!("{}/examples/pods/{f}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap();
+        agent.write_manifest(f, &yaml);
+    }
+    // the example pods behave as they do without tracing
+    agent.wait_for("traced and job Succeeded, with-init Running", 60, |a| {
+        let phase = |n: &str| {
+            a.pod(n)
+                .and_then(|p| p.status)
+                .and_then(|s| s.phase)
+                .unwrap_or_default()
+        };
+        (phase("traced") == "Succeeded"
+            && phase("job") == "Succeeded"
+            && phase("with-init") == "Running")
+            .then_some(())
+    });
+    let text = agent.wait_for("spans dropped while the collector hangs", 30, |a| {
+        let (_, t) = a.get("/metrics");
+        (metric(&t, "ledgerlet_trace_spans_dropped_total") > 0.0).then_some(t)
+    });
+    assert_eq!(
+        metric(&text, "ledgerlet_trace_queue_capacity_spans"),
+        queue as f64
+    );
+    assert!(metric(&text, "ledgerlet_trace_queue_spans") <= queue as f64);
+    assert_eq!(metric(&text, "ledgerlet_trace_spans_exported_total"), 0.0);
+    // the records still carry their trace context (it is data, whatever the collector does)
+    let ledger = agent.ledger();
+    assert!(ledger.iter().all(|r| r.trace.is_some()));
+    agent.assert_ledger_replays_to_state();
+    // and the agent stops as fast as without tracing would allow (shutdown is bounded too)
+    let mut agent = agent;
+    assert!(agent.stop().success());
+}
+
+#[test]
+fn otel_03_without_an_endpoint_records_carry_no_trace_and_nothing_is_exported() {
+    let agent = Agent::start(&[]);
+    agent.write_manifest("traced.yaml", JOB);
+    uid_of(&agent, "traced");
+    let ledger = agent.ledger();
+    assert!(!ledger.is_empty());
+    assert!(ledger.iter().all(|r| r.trace.is_none()));
+    let (_, text) = agent.get("/metrics");
+    assert!(!text.contains("ledgerlet_trace_queue_capacity_spans"));
+}
