@@ -131,6 +131,24 @@ impl Daemon {
                 Command::SetTimer(t) => {
                     let _ = self.timers.send((t, cause));
                 }
+                Command::RunProbe(c) => {
+                    // the shell prober is wired in the next step; until then a probe run
+                    // is reported as an error, which the worker discards (PR-16)
+                    let report = self.report.clone();
+                    tokio::spawn(async move {
+                        let done = crate::core::probes::ProbeFinished {
+                            uid: c.uid,
+                            container: c.container,
+                            container_id: c.container_id,
+                            probe: c.probe,
+                            run: c.run,
+                            result: crate::core::probes::RunResult::Error,
+                            output: "probes are not run by this build yet".into(),
+                            duration_ms: 0,
+                        };
+                        report.send(Event::ProbeFinished(done), Some(cause)).await;
+                    });
+                }
                 Command::RecordEvent(ev) => {
                     if let Some(c) = &self.cluster {
                         c.events.send(ev.clone());

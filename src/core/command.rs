@@ -376,6 +376,8 @@ pub enum Command {
     SyncPodStatus(SyncPodStatusCommand),
     /// Write something about the node to the API server; report `NodeSyncFinished`.
     Node(NodeCommand),
+    /// Run one probe as a task (never blocking the fold); report `ProbeFinished`.
+    RunProbe(super::probes::ProbeCommand),
 }
 
 impl Command {
@@ -397,6 +399,7 @@ impl Command {
             Command::Node(NodeCommand::PatchStatus { .. }) => "node.patchStatus",
             Command::Node(NodeCommand::CreateMirrorPod { .. }) => "mirrorPod.create",
             Command::Node(NodeCommand::DeleteMirrorPod { .. }) => "mirrorPod.delete",
+            Command::RunProbe(_) => "probe",
         }
     }
 

@@ -285,6 +285,9 @@ impl Node {
         // backOff.GC()
         let cfg = self.backoff_config();
         self.backoff.gc(&cfg, now);
+        // probeManager.CleanupPods (upstream runs it before the orphan cleanups; nothing
+        // in between reads probe state)
+        self.probes_cleanup(out);
 
         // Desired pods without a worker: active ones start again (UID reuse), terminal
         // deleted ones that nothing runs for are killed so their status can be finalised

@@ -139,6 +139,9 @@ impl Node {
             let replace = match &mut out[i] {
                 Command::SyncPod(c) => {
                     let uid = c.uid.clone();
+                    // probeManager.AddPod before the status is generated, so a running
+                    // container whose probes have not run yet counts as not ready
+                    self.probes_add_pod(&uid, &c.pod, self.last_seq, now, &mut extra);
                     let status = self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
                     if status.phase.as_deref().is_some_and(pod::is_phase_terminal) {
                         // RT-46: a terminal pod runs no runtime actions; the sync reports it.
@@ -158,6 +161,8 @@ impl Node {
                         if self.reasons.for_pod(&uid) != before.as_ref() {
                             self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
                         }
+                        // UpdatePodStatus: readiness not known yet → probe now
+                        self.probes_trigger_readiness(&uid, self.last_seq, now, &mut extra);
                         None
                     }
                 }
@@ -171,6 +176,8 @@ impl Node {
                         c.status_override.as_ref(),
                         now,
                     );
+                    // StopLivenessAndStartup; readiness is forced to failure before the kill
+                    self.probes_pod_terminating(&uid, &mut extra);
                     c.kill = kill_pod_plan(&c.pod, &c.runtime, c.grace_period_s, &mut extra);
                     None
                 }

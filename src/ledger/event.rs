@@ -124,6 +124,10 @@ pub enum RuntimeAction {
         id: String,
         /// Container name.
         name: String,
+        /// Why (the `Killing` event's message, e.g. "Container web failed liveness probe,
+        /// will be restarted").
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
     },
     /// `StopPodSandbox`.
     StopSandbox {
@@ -477,6 +481,10 @@ events! {
     NodeSyncFinished(NodeSyncFinished),
     /// The static pod source rejected a manifest (its last valid pods keep running).
     ManifestRejected(ManifestRejected),
+    /// A probe run ended (the shell's report of a `RunProbe`).
+    ProbeFinished(crate::core::probes::ProbeFinished),
+    /// A probe's cached result changed (derived; only on change).
+    ProbeResult(crate::core::probes::ProbeResult),
 }
 
 impl Event {
@@ -495,7 +503,8 @@ impl Event {
             Event::TimerFired(t) => match &t.key {
                 TimerKey::PodWork { uid }
                 | TimerKey::KillDeadline { uid, .. }
-                | TimerKey::BackoffExpiry { uid } => Some(uid.clone()),
+                | TimerKey::BackoffExpiry { uid }
+                | TimerKey::Probe { uid, .. } => Some(uid.clone()),
                 TimerKey::Housekeeping
                 | TimerKey::StatusSync
                 | TimerKey::NodeStatusUpdate
@@ -507,6 +516,8 @@ impl Event {
             Event::RuntimeActionFinished(e) => Some(e.uid.clone()),
             Event::StatusSyncFinished(e) => Some(e.uid.clone()),
             Event::NodeSyncFinished(e) => e.uid.clone(),
+            Event::ProbeFinished(e) => Some(e.uid.clone()),
+            Event::ProbeResult(e) => Some(e.uid.clone()),
             Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) => None,
             Event::ConfigApplied(_)
             | Event::SourceReady(_)

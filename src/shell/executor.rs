@@ -491,6 +491,7 @@ impl Executor {
         let action = RuntimeAction::KillContainer {
             id: k.id.clone(),
             name: k.name.clone(),
+            message: k.message.clone(),
         };
         match self.cri.stop_container(&k.id, timeout).await {
             Ok(()) => {
