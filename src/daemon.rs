@@ -35,6 +35,7 @@ use crate::shell::cri_config::NodeContext;
 use crate::shell::events::EventLog;
 use crate::shell::executor::Executor;
 use crate::shell::machine::{self, MachineConfig};
+use crate::shell::prober::Prober;
 use crate::shell::runtime_health;
 use crate::shell::{timers, Input, Report};
 use crate::sources::pleg::{self, PlegHealth, PlegOptions};
@@ -85,6 +86,7 @@ pub struct RunOptions {
 struct Daemon {
     engine: Arc<Mutex<Engine>>,
     executor: Executor,
+    prober: Prober,
     timers: mpsc::UnboundedSender<timers::Arm>,
     events: Arc<EventLog>,
     report: Report,
@@ -132,20 +134,11 @@ impl Daemon {
                     let _ = self.timers.send((t, cause));
                 }
                 Command::RunProbe(c) => {
-                    // the shell prober is wired in the next step; until then a probe run
-                    // is reported as an error, which the worker discards (PR-16)
+                    // each run is its own task: the fold never waits for a probe
+                    let prober = self.prober.clone();
                     let report = self.report.clone();
                     tokio::spawn(async move {
-                        let done = crate::core::probes::ProbeFinished {
-                            uid: c.uid,
-                            container: c.container,
-                            container_id: c.container_id,
-                            probe: c.probe,
-                            run: c.run,
-                            result: crate::core::probes::RunResult::Error,
-                            output: "probes are not run by this build yet".into(),
-                            duration_ms: 0,
-                        };
+                        let done = prober.run(&c).await;
                         report.send(Event::ProbeFinished(done), Some(cause)).await;
                     });
                 }
@@ -289,6 +282,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             },
             report.clone(),
         ),
+        prober: Prober::new(cri.clone()),
         timers: arm_tx,
         events: events.clone(),
         report: report.clone(),
