@@ -172,6 +172,20 @@ pub enum RuntimeAction {
         /// Runtime ID.
         id: String,
     },
+    /// The container's postStart hook, run after `StartContainer` (a failure kills it).
+    PostStartHook {
+        /// Container name.
+        container: String,
+        /// Runtime ID.
+        id: String,
+    },
+    /// The container's preStop hook, run before `StopContainer` within the grace period.
+    PreStopHook {
+        /// Container name.
+        name: String,
+        /// Runtime ID.
+        id: String,
+    },
 }
 
 /// How a runtime step ended.

@@ -125,7 +125,12 @@ fn own_heap_bytes(r: &Record) -> usize {
                 RuntimeAction::CreateSandbox { .. } => 0,
                 RuntimeAction::PullImage { container, image } => container.len() + image.len(),
                 RuntimeAction::CreateContainer { container, .. } => container.len(),
-                RuntimeAction::StartContainer { container, id, .. } => container.len() + id.len(),
+                RuntimeAction::StartContainer { container, id, .. }
+                | RuntimeAction::PostStartHook { container, id }
+                | RuntimeAction::PreStopHook {
+                    name: container,
+                    id,
+                } => container.len() + id.len(),
             };
             let outcome = match &a.outcome {
                 ActionOutcome::Ok { id, detail } => opt(id) + opt(detail),

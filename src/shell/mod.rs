@@ -8,6 +8,7 @@ pub mod api;
 pub mod cri_config;
 pub mod events;
 pub mod executor;
+pub mod hooks;
 pub mod http_get;
 pub mod machine;
 pub mod prober;

@@ -363,3 +363,55 @@ fn probe_records_replay_to_the_same_state() {
         .iter()
         .any(|r| matches!(&r.event, Event::ProbeFinished(_))));
 }
+
+#[test]
+fn rt_39_kills_give_the_pre_stop_hook_the_unclamped_grace_period() {
+    use k8s_openapi::api::core::v1::{Lifecycle, LifecycleHandler, SleepAction};
+    let hook = Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            sleep: Some(SleepAction { seconds: 5 }),
+            ..LifecycleHandler::default()
+        }),
+        post_start: Some(LifecycleHandler {
+            sleep: Some(SleepAction { seconds: 0 }),
+            ..LifecycleHandler::default()
+        }),
+        ..Lifecycle::default()
+    };
+    let mut lp = probe(1, 0, 1);
+    lp.termination_grace_period_seconds = Some(7);
+    let mut fx = started(with(|c| {
+        c.lifecycle = Some(hook.clone());
+        c.liveness_probe = Some(lp);
+    }));
+    // the start plan says how a failed postStart would kill it (the pod's 30 s)
+    let start = fx
+        .commands
+        .iter()
+        .find_map(|(_, c)| match c {
+            Command::SyncPod(s) if !s.plan.start.is_empty() => Some(s.plan.start[0].clone()),
+            _ => None,
+        })
+        .unwrap();
+    let k = start.post_start_failure_kill.unwrap();
+    assert_eq!((k.grace_period_s, k.pre_stop_s), (30, Some(30)));
+    // a liveness kill: the probe's grace, all of it for preStop
+    fx.period(ProbeType::Liveness, RunResult::Failure);
+    assert_eq!(fx.kills[0].pre_stop_s, Some(7));
+    assert_eq!(fx.kills[0].grace_period_s, 7);
+    // a pod kill: the pod's grace
+    let p = fx.node().pod_manager.get(&Uid::new(UID)).unwrap().clone();
+    fx.remove(p);
+    let last = fx.kills.last().unwrap();
+    assert_eq!((last.grace_period_s, last.pre_stop_s), (30, Some(30)));
+    // grace 0: the pod worker raises a kill's grace to 1 s (invariant 2), so preStop gets 1 s
+    // and StopContainer the minimum 2 s
+    let mut fx = Fx::new();
+    let mut p = (*pod_with(with(|c| c.lifecycle = Some(hook.clone())))).clone();
+    p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(0);
+    let p = std::sync::Arc::new(p);
+    fx.add(p.clone());
+    fx.remove(p);
+    let last = fx.kills.last().unwrap();
+    assert_eq!((last.grace_period_s, last.pre_stop_s), (2, Some(1)));
+}
