@@ -85,14 +85,13 @@ impl KillLog {
     /// Reads one record.
     pub fn observe(&mut self, r: &Record) {
         if let (Some(p), Some(uid)) = (r.event.pod(), r.event.pod_uid()) {
-            if !self.names.contains_key(&uid) {
-                let name = format!(
+            self.names.entry(uid).or_insert_with(|| {
+                format!(
                     "{}/{}",
                     crate::core::pod::namespace(p),
                     crate::core::pod::name(p)
-                );
-                self.names.insert(uid, name);
-            }
+                )
+            });
         }
         match &r.event {
             Event::ProbeFinished(f) if f.result != RunResult::Error => {
