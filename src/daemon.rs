@@ -139,6 +139,7 @@ impl Daemon {
                     let report = self.report.clone();
                     tokio::spawn(async move {
                         let done = prober.run(&c).await;
+                        crate::observe::probe_metrics::record(&c, &done);
                         report.send(Event::ProbeFinished(done), Some(cause)).await;
                     });
                 }
@@ -381,7 +382,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             }
         });
     }
-    tracing::info!(address = %bound, "serving /healthz, /metrics, /pods, /debug/ledger, /debug/state");
+    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /pods, /debug/ledger, /debug/state");
     let mut http_shutdown = shutdown_rx.clone();
     let router = http::router(HttpState {
         engine: engine.clone(),

@@ -325,6 +325,47 @@ fn liveness_exec_http_tcp_grpc_pass_without_restarts_and_fail_after_exactly_fail
     );
     agent.assert_ledger_replays_to_state();
     assert_replay_explains_restarts(&agent, "http-bad", &uids["http-bad"], 2);
+    assert_probe_metrics(&agent, &uids);
+}
+
+/// `/metrics/probes` counts the runs the ledger has (read after the ledger, so at least as
+/// many) with the kubelet's labels, and times the successful ones.
+fn assert_probe_metrics(agent: &Agent, uids: &BTreeMap<&str, String>) {
+    let records = agent.ledger();
+    let (status, text) = agent.get("/metrics/probes");
+    assert_eq!(status, 200);
+    let value = |line_start: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(line_start))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {line_start} in\n{text}"))
+    };
+    for (name, result, want) in [
+        ("http-bad", "failed", RunResult::Failure),
+        ("grpc-ok", "successful", RunResult::Success),
+    ] {
+        let uid = &uids[name];
+        let series = format!(
+            "prober_probe_total{{probe_type=\"Liveness\",result=\"{result}\",container=\"main\",pod=\"{name}-test-node\",namespace=\"default\",pod_uid=\"{uid}\"}}"
+        );
+        let in_ledger = finished(&records, uid, ProbeType::Liveness)
+            .iter()
+            .filter(|(_, f)| f.result == want)
+            .count() as f64;
+        let counted = value(&series);
+        assert!(
+            counted >= in_ledger && in_ledger > 0.0,
+            "{series}: {counted} vs {in_ledger}"
+        );
+    }
+    assert!(
+        text.contains("prober_probe_duration_seconds_bucket{probe_type=\"Liveness\",container=\"main\",pod=\"grpc-ok-test-node\",namespace=\"default\",le=\"0.005\"}"),
+        "{text}"
+    );
+    assert!(text.contains("process_start_time_seconds"), "{text}");
+    // not on /metrics
+    assert!(!agent.get("/metrics").1.contains("prober_probe_total"));
 }
 
 /// `ledgerlet replay FILE --pod default/<pod>` of the agent's ledger names, for each kill of

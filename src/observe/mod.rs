@@ -8,3 +8,4 @@ pub mod fold;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod probe_metrics;
