@@ -86,7 +86,20 @@ impl Probers {
         &'a self,
         uid: &'a Uid,
     ) -> impl Iterator<Item = (&'a WorkerKey, &'a ProbeWorker)> + 'a {
-        self.workers.iter().filter(move |(k, _)| &k.uid == uid)
+        // keys sort by pod first: one range walk, not a scan of every worker
+        let first = WorkerKey {
+            uid: uid.clone(),
+            container: String::new(),
+            probe: ProbeType::Liveness,
+        };
+        self.workers
+            .range(first..)
+            .take_while(move |(k, _)| &k.uid == uid)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn workers_mut(&mut self) -> &mut BTreeMap<WorkerKey, ProbeWorker> {
+        &mut self.workers
     }
 
     /// How many workers exist.

@@ -426,3 +426,28 @@ fn pinned_readiness_is_failure_and_does_not_probe() {
     assert_eq!(w.tick(Some(&running("a"))), Tick::default());
     assert_eq!(w.w.pin(), None, "pinning twice changes nothing");
 }
+
+#[test]
+fn workers_of_a_pod_are_found_by_a_range_over_sorted_keys() {
+    use crate::core::probes::{Probers, WorkerKey};
+    use crate::core::Uid;
+    let mut p = Probers::default();
+    for uid in ["a", "ab", "b"] {
+        for probe in [ProbeType::Readiness, ProbeType::Liveness] {
+            for c in ["", "x"] {
+                p.workers_mut().insert(
+                    WorkerKey {
+                        uid: Uid::new(uid),
+                        container: c.into(),
+                        probe,
+                    },
+                    ProbeWorker::new(probe, settings(0, 1, 1)),
+                );
+            }
+        }
+    }
+    let ab = Uid::new("ab");
+    let got: Vec<_> = p.of_pod(&ab).map(|(k, _)| k.clone()).collect();
+    assert_eq!(got.len(), 4);
+    assert!(got.iter().all(|k| k.uid == ab));
+}
