@@ -57,7 +57,20 @@ install_observability_peers() {
   fi
 }
 
+# Probe tests (issue 6): the HTTPS probe test makes a self-signed certificate with openssl.
+install_probe_test_tools() {
+  command -v openssl >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing openssl (HTTPS probe test)"
+    apt-get update -qq && apt-get install -y -qq openssl >/dev/null \
+      || fail "could not install openssl"
+  else
+    fail "openssl is missing (the HTTPS probe test needs it); install it or run as root"
+  fi
+}
+
 command -v cargo >/dev/null 2>&1 || fail "cargo is not installed (see README: Rust stable is required)"
+install_probe_test_tools
 need_component fmt rustfmt
 need_component clippy clippy
 

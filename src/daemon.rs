@@ -35,6 +35,7 @@ use crate::shell::cri_config::NodeContext;
 use crate::shell::events::EventLog;
 use crate::shell::executor::Executor;
 use crate::shell::machine::{self, MachineConfig};
+use crate::shell::prober::Prober;
 use crate::shell::runtime_health;
 use crate::shell::{timers, Input, Report};
 use crate::sources::pleg::{self, PlegHealth, PlegOptions};
@@ -85,6 +86,7 @@ pub struct RunOptions {
 struct Daemon {
     engine: Arc<Mutex<Engine>>,
     executor: Executor,
+    prober: Prober,
     timers: mpsc::UnboundedSender<timers::Arm>,
     events: Arc<EventLog>,
     report: Report,
@@ -168,6 +170,22 @@ impl Daemon {
                 }
                 Command::SetTimer(t) => {
                     let _ = self.timers.send((t, cause));
+                }
+                Command::RunProbe(c) => {
+                    // each run is its own task: the fold never waits for a probe
+                    let prober = self.prober.clone();
+                    let report = self.report.clone();
+                    tokio::spawn(
+                        async move {
+                            let finished = prober.run(&c).await;
+                            crate::observe::probe_metrics::record(&c, &finished);
+                            report
+                                .send(Event::ProbeFinished(finished), Some(cause))
+                                .await;
+                            done();
+                        }
+                        .instrument(span),
+                    );
                 }
                 Command::RecordEvent(ev) => {
                     let _entered = span.enter();
@@ -329,6 +347,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             },
             report.clone(),
         ),
+        prober: Prober::new(cri.clone()),
         timers: arm_tx,
         events: events.clone(),
         report: report.clone(),
@@ -430,7 +449,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             }
         });
     }
-    tracing::info!(address = %bound, "serving /healthz, /metrics, /pods, /debug/ledger, /debug/state");
+    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /pods, /debug/ledger, /debug/state");
     let mut http_shutdown = shutdown_rx.clone();
     let router = http::router(HttpState {
         engine: engine.clone(),

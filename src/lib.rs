@@ -12,6 +12,7 @@ pub mod engine;
 pub mod ledger;
 pub mod observe;
 pub mod replay;
+pub mod restarts;
 pub mod runtime;
 pub mod shell;
 pub mod sim;

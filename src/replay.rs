@@ -111,6 +111,8 @@ pub struct Replayed {
     pub records_folded: u64,
     /// The seq the replay started after (the snapshot's seq, or 0).
     pub base_seq: u64,
+    /// Container kills and the probe records behind them, from the records folded.
+    pub kills: crate::restarts::KillLog,
 }
 
 /// Folds the ledger read from `input` until `until` (or the end).
@@ -119,6 +121,7 @@ pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, Rep
     let mut base_seq = 0;
     let mut expected = 1u64;
     let mut folded = 0u64;
+    let mut kills = crate::restarts::KillLog::default();
     let mut reader: Reader<_, Node> = Reader::new(input);
     while let Some(line) = reader.next() {
         match line? {
@@ -156,6 +159,7 @@ pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, Rep
                     break;
                 }
                 fold(&mut node, &r);
+                kills.observe(&r);
                 expected = r.seq + 1;
                 folded += 1;
             }
@@ -165,6 +169,7 @@ pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, Rep
         node,
         records_folded: folded,
         base_seq,
+        kills,
     })
 }
 
@@ -288,6 +293,8 @@ pub fn render_json(r: &Replayed, filter: Option<&PodFilter>) -> String {
         started_static_pods: &'a std::collections::BTreeMap<String, Uid>,
         waiting_static_pods: &'a std::collections::BTreeMap<String, Vec<Uid>>,
         workers: Vec<WorkerView<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kills: Option<Vec<PodKills<'a>>>,
     }
     let doc = Doc {
         last_seq: r.node.last_seq,
@@ -299,10 +306,44 @@ pub fn render_json(r: &Replayed, filter: Option<&PodFilter>) -> String {
         started_static_pods: r.node.pod_workers.started_static_pods(),
         waiting_static_pods: r.node.pod_workers.waiting_static_pods(),
         workers: worker_views(&r.node, filter),
+        kills: filter.map(|f| pod_kills(r, f)),
     };
     let mut s = serde_json::to_string_pretty(&doc).expect("serialisable");
     s.push('\n');
     s
+}
+
+/// The container kills of one pod a filter selects, with the probe records behind them.
+#[derive(Serialize)]
+pub struct PodKills<'a> {
+    /// The UID.
+    pub uid: Uid,
+    /// `namespace/name`, if known.
+    pub pod: Option<&'a str>,
+    /// The kills, oldest first.
+    pub kills: &'a [crate::restarts::Kill],
+}
+
+/// The pods `filter` selects (as workers, or as pods with recorded kills), with their kills.
+pub fn pod_kills<'a>(r: &'a Replayed, filter: &PodFilter) -> Vec<PodKills<'a>> {
+    let mut uids: Vec<Uid> = worker_views(&r.node, Some(filter))
+        .into_iter()
+        .map(|v| v.uid.clone())
+        .collect();
+    let key = match filter {
+        PodFilter::Uid(u) => u.to_string(),
+        PodFilter::Name { namespace, name } => format!("{namespace}/{name}"),
+    };
+    uids.extend(r.kills.pods_named(&key));
+    uids.sort();
+    uids.dedup();
+    uids.into_iter()
+        .map(|uid| PodKills {
+            pod: r.kills.name_of(&uid),
+            kills: r.kills.of_pod(&uid),
+            uid,
+        })
+        .collect()
 }
 
 /// Renders the replayed state as an aligned text table.
@@ -401,6 +442,17 @@ pub fn render_table(r: &Replayed, filter: Option<&PodFilter>) -> String {
     for row in &rows {
         let cells: Vec<&str> = row.iter().map(String::as_str).collect();
         line(&cells);
+    }
+    if let Some(f) = filter {
+        for p in pod_kills(r, f) {
+            let _ = writeln!(
+                out,
+                "container kills of {} ({}):",
+                p.pod.unwrap_or("?"),
+                p.uid
+            );
+            out.push_str(&crate::restarts::render(p.kills, "  "));
+        }
     }
     out
 }

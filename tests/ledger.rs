@@ -135,6 +135,26 @@ fn one_of_each_kind() -> Vec<Event> {
             error: "/etc/kubernetes/manifests/web.yaml: spec.containers[0].image: Required value"
                 .into(),
         }),
+        Event::ProbeFinished(ledgerlet::core::probes::ProbeFinished {
+            uid: Uid::new("u1"),
+            container: "web".into(),
+            container_id: "abc".into(),
+            probe: ledgerlet::core::probes::ProbeType::Liveness,
+            run: 41,
+            result: ledgerlet::core::probes::RunResult::Failure,
+            output: "HTTP probe failed with statuscode: 500".into(),
+            duration_ms: 3,
+        }),
+        Event::ProbeResult(ledgerlet::core::probes::ProbeResult {
+            uid: Uid::new("u1"),
+            container: "web".into(),
+            container_id: "abc".into(),
+            probe: ledgerlet::core::probes::ProbeType::Liveness,
+            result: Some(ledgerlet::core::probe_results::ProbeOutcome::Failure),
+            reason: ledgerlet::core::probes::ResultReason::Threshold,
+            consecutive: 3,
+            since_seq: Some(30),
+        }),
     ]
 }
 

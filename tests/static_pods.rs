@@ -578,6 +578,24 @@ spec:
 }
 
 #[test]
+fn probes_and_lifecycle_hooks_need_exactly_one_handler() {
+    let body = manifest("web", "nginx:1")
+        + "    livenessProbe: {periodSeconds: 1}
+    readinessProbe: {exec: {command: [ls]}, tcpSocket: {port: 80}}
+    lifecycle:
+      postStart: {}
+      preStop: {sleep: {seconds: 1}, httpGet: {port: 80}}
+";
+    assert_eq!(
+        rejection(&body),
+        "<file>: [spec.containers[0].livenessProbe: Required value: must specify a handler type, \
+         spec.containers[0].readinessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type, \
+         spec.containers[0].lifecycle.postStart: Required value: must specify a handler type, \
+         spec.containers[0].lifecycle.preStop.sleep: Forbidden: may not specify more than 1 handler type]"
+    );
+}
+
+#[test]
 fn container_ports_must_be_valid() {
     let body = manifest("web", "nginx:1")
         + "    ports:\n    - {containerPort: 0}\n    - {containerPort: 80, protocol: tcp}\n";

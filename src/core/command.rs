@@ -74,6 +74,12 @@ pub struct ContainerKill {
     /// Why (`Killing` event message, e.g. "Container web failed liveness probe, will be
     /// restarted", or "Stopping container web").
     pub message: String,
+    /// Run the container's preStop hook first, for at most this many seconds: the
+    /// unclamped grace period (RT-39). The whole seconds it takes are subtracted from the
+    /// grace, and `StopContainer` still gets at least 2 s. `None`: no preStop hook, or a
+    /// grace period of 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_stop_s: Option<i64>,
 }
 
 /// Stop a whole pod (`killPodWithSyncResult`): every container, then every sandbox.
@@ -103,6 +109,20 @@ pub struct ContainerStart {
     /// `EnsureImageExists`; an image already present starts as usual).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_backoff: Option<String>,
+    /// The container has a postStart hook: how to kill the instance if the hook fails
+    /// (RT-37; message `FailedPostStartHook`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_start_failure_kill: Option<HookFailureKill>,
+}
+
+/// The grace of a kill decided before the container exists (a failed postStart hook).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookFailureKill {
+    /// The `StopContainer` timeout, at least 2 s.
+    pub grace_period_s: i64,
+    /// The preStop budget, as `ContainerKill::pre_stop_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_stop_s: Option<i64>,
 }
 
 /// The runtime plan of one `SyncPod` (kubelet `computePodActions` after backoff), executed by
@@ -381,6 +401,8 @@ pub enum Command {
     SyncPodStatus(SyncPodStatusCommand),
     /// Write something about the node to the API server; report `NodeSyncFinished`.
     Node(NodeCommand),
+    /// Run one probe as a task (never blocking the fold); report `ProbeFinished`.
+    RunProbe(super::probes::ProbeCommand),
 }
 
 impl Command {
@@ -402,6 +424,7 @@ impl Command {
             Command::Node(NodeCommand::PatchStatus { .. }) => "node.patchStatus",
             Command::Node(NodeCommand::CreateMirrorPod { .. }) => "mirrorPod.create",
             Command::Node(NodeCommand::DeleteMirrorPod { .. }) => "mirrorPod.delete",
+            Command::RunProbe(_) => "probe",
         }
     }
 

@@ -287,6 +287,9 @@ impl Node {
         self.backoff.gc(&cfg, now);
         let cfg = self.image_pull_backoff_config();
         self.image_pull_backoff.gc(&cfg, now);
+        // probeManager.CleanupPods (upstream runs it before the orphan cleanups; nothing
+        // in between reads probe state)
+        self.probes_cleanup(out);
 
         // Desired pods without a worker: active ones start again (UID reuse), terminal
         // deleted ones that nothing runs for are killed so their status can be finalised

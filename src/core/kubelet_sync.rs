@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 
 use super::backoff::{do_backoff, BackoffConfig};
 use super::command::{
-    Command, ContainerKill, ContainerKind, ContainerStart, EventType, KubeEvent, ObjectRef,
-    PodKill, RuntimePlan,
+    Command, ContainerKill, ContainerKind, ContainerStart, EventType, HookFailureKill, KubeEvent,
+    ObjectRef, PodKill, RuntimePlan,
 };
 use super::node::Node;
 use super::plan::{self, KillReason};
@@ -43,6 +43,12 @@ pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
 pub fn image_pull_backoff_key(uid: &Uid, image: &str) -> String {
     format!("{}_{image}", uid.as_str())
 }
+
+/// The start error of a container whose postStart hook failed (`ErrPostStartHook`).
+pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
+
+/// The kill message (and `Killing` event) of a container whose postStart hook failed.
+pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
 
 fn event(p: &Pod, event_type: EventType, reason: &str, message: String) -> Command {
     Command::RecordEvent(KubeEvent {
@@ -157,6 +163,9 @@ impl Node {
             let replace = match &mut out[i] {
                 Command::SyncPod(c) => {
                     let uid = c.uid.clone();
+                    // probeManager.AddPod before the status is generated, so a running
+                    // container whose probes have not run yet counts as not ready
+                    self.probes_add_pod(&uid, &c.pod, self.last_seq, now, &mut extra);
                     let status = self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
                     if status.phase.as_deref().is_some_and(pod::is_phase_terminal) {
                         // RT-46: a terminal pod runs no runtime actions; the sync reports it.
@@ -176,6 +185,8 @@ impl Node {
                         if self.reasons.for_pod(&uid) != before.as_ref() {
                             self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
                         }
+                        // UpdatePodStatus: readiness not known yet → probe now
+                        self.probes_trigger_readiness(&uid, self.last_seq, now, &mut extra);
                         None
                     }
                 }
@@ -189,6 +200,8 @@ impl Node {
                         c.status_override.as_ref(),
                         now,
                     );
+                    // StopLivenessAndStartup; readiness is forced to failure before the kill
+                    self.probes_pod_terminating(&uid, &mut extra);
                     c.kill = kill_pod_plan(&c.pod, &c.runtime, c.grace_period_s, &mut extra);
                     None
                 }
@@ -204,6 +217,8 @@ impl Node {
                                 // grace 1, raised to the kubelet's minimum of 2 (RT-45)
                                 grace_period_s: 2,
                                 message: format!("Stopping container {}", rc.name),
+                                // no spec, so no hook (upstream restores it from labels)
+                                pre_stop_s: None,
                             })
                             .collect(),
                         sandbox_ids: c.running_pod.sandboxes.clone(),
@@ -278,13 +293,18 @@ impl Node {
         } else {
             for (id, k) in &actions.containers_to_kill {
                 let spec = spec_container(p, &k.name).map(|(c, _)| c);
-                let grace = plan::kill_grace_period_s(p, spec, &k.reason, None);
+                let base = plan::kill_grace_base_s(p, spec, &k.reason, None);
+                let running = runtime
+                    .containers
+                    .iter()
+                    .any(|c| &c.id == id && c.state == ContainerState::Running);
                 extra.push(event(p, EventType::Normal, "Killing", k.message.clone()));
                 out.kill_containers.push(ContainerKill {
                     id: id.clone(),
                     name: k.name.clone(),
-                    grace_period_s: grace,
+                    grace_period_s: plan::stop_timeout_s(base),
                     message: k.message.clone(),
+                    pre_stop_s: pre_stop_budget(spec, base, running),
                 });
             }
         }
@@ -343,6 +363,14 @@ impl Node {
                     .image_pull_backoff
                     .is_in_backoff_since_update(&image_cfg, &key, now)
                     .then(|| format!("Back-off pulling image {image:?}"));
+                let post_start = c.lifecycle.as_ref().is_some_and(|l| l.post_start.is_some());
+                let post_start_failure_kill = post_start.then(|| {
+                    let base = plan::kill_grace_base_s(p, Some(c), &KillReason::Other, None);
+                    HookFailureKill {
+                        grace_period_s: plan::stop_timeout_s(base),
+                        pre_stop_s: pre_stop_budget(Some(c), base, true),
+                    }
+                });
                 v.push(ContainerStart {
                     kind,
                     index,
@@ -350,6 +378,7 @@ impl Node {
                     restart_count: plan::next_restart_count(runtime, &c.name),
                     hash: plan::container_hash(c),
                     image_pull_backoff,
+                    post_start_failure_kill,
                 });
             }
             v
@@ -489,6 +518,42 @@ impl Node {
                     message.clone(),
                 ));
             }
+            (
+                RuntimeAction::PostStartHook { container, .. },
+                ActionOutcome::Failed { message, .. },
+            ) => {
+                // RT-37: the start failed with ErrPostStartHook (its message stays in the
+                // reason cache, not in the Event), and the shell kills the container now
+                self.reasons.set(
+                    &a.uid,
+                    container,
+                    StartFailure {
+                        reason: POST_START_HOOK_ERROR.into(),
+                        message: message.clone(),
+                    },
+                );
+                out.push(event(
+                    &p,
+                    EventType::Warning,
+                    "FailedPostStartHook",
+                    "PostStartHook failed".into(),
+                ));
+                out.push(event(
+                    &p,
+                    EventType::Normal,
+                    "Killing",
+                    FAILED_POST_START_HOOK.into(),
+                ));
+            }
+            (RuntimeAction::PreStopHook { .. }, ActionOutcome::Failed { .. }) => {
+                // RT-40: the kill goes on; the hook's output is not in the Event
+                out.push(event(
+                    &p,
+                    EventType::Warning,
+                    "FailedPreStopHook",
+                    "PreStopHook failed".into(),
+                ));
+            }
             (RuntimeAction::KillContainer { name, .. }, ActionOutcome::Failed { message, .. }) => {
                 out.push(event(
                     &p,
@@ -500,6 +565,14 @@ impl Node {
             _ => {}
         }
     }
+}
+
+/// RT-39: how long a kill may spend in the container's preStop hook: the whole unclamped
+/// grace period, if the container has a preStop hook, runs, and the grace is above 0.
+fn pre_stop_budget(spec: Option<&Container>, base_s: i64, running: bool) -> Option<i64> {
+    spec.and_then(|c| c.lifecycle.as_ref())
+        .and_then(|l| l.pre_stop.as_ref())?;
+    (running && base_s > 0).then_some(base_s)
 }
 
 /// `killPodWithSyncResult` as a plan: every running or created container with its grace
@@ -520,16 +593,18 @@ fn kill_pod_plan(
             continue;
         }
         let spec = spec_container(p, &c.name).map(|(s, _)| s);
-        let grace = plan::kill_grace_period_s(p, spec, &KillReason::PodKilled, override_s);
+        let base = plan::kill_grace_base_s(p, spec, &KillReason::PodKilled, override_s);
         let message = format!("Stopping container {}", c.name);
-        if c.state == ContainerState::Running {
+        let running = c.state == ContainerState::Running;
+        if running {
             extra.push(event(p, EventType::Normal, "Killing", message.clone()));
         }
         containers.push(ContainerKill {
             id: c.id.clone(),
             name: c.name.clone(),
-            grace_period_s: grace,
+            grace_period_s: plan::stop_timeout_s(base),
             message,
+            pre_stop_s: pre_stop_budget(spec, base, running),
         });
     }
     PodKill {

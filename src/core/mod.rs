@@ -21,6 +21,7 @@ pub mod pod_manager;
 pub mod pod_status;
 pub mod pod_workers;
 pub mod probe_results;
+pub mod probes;
 pub mod reason_cache;
 pub mod runtime_status;
 pub mod status;

@@ -34,8 +34,11 @@ pub struct Node {
     pub runtime: RuntimeCache,
     /// Armed timers.
     pub timers: Timers,
-    /// Probe results by container ID (filled by the prober, issue 6).
+    /// Probe results by container ID (filled by the prober from `ProbeResult` records).
     pub probes: super::probe_results::ProbeResults,
+    /// The probe workers.
+    #[serde(default)]
+    pub probers: super::probes::Probers,
     /// CrashLoopBackOff state per container key.
     pub backoff: super::backoff::Backoff,
     /// ImagePullBackOff state per `<pod uid>_<image>` (the kubelet's image puller backoff).
@@ -135,6 +138,7 @@ impl Node {
         match &record.event {
             Event::ConfigApplied(c) => {
                 self.config = (*c.config).clone();
+                self.probers.started_at = now;
                 if self.timers.get(&TimerKey::Housekeeping).is_none() {
                     let due = now.plus_ms(self.config.housekeeping_period_ms);
                     self.timers.set(TimerKey::Housekeeping, due, out);
@@ -182,6 +186,13 @@ impl Node {
                     // pod may be deleted from the API
                     self.terminate_pod_status(&f.uid, now);
                 }
+                let containers_stopped = f.work == super::command::WorkType::Terminating
+                    && f.outcome == SyncOutcome::Ok
+                    && self.pod_workers.is_sync_in_flight(&f.uid, f.sync_id);
+                if containers_stopped {
+                    // SyncTerminatingPod step 4 (RT-43): probeManager.RemovePod
+                    self.probes_remove_pod(&f.uid, out);
+                }
                 self.pod_workers.on_sync_finished(cx!(self, record, out), f);
             }
             Event::TimerFired(t) => {
@@ -201,6 +212,18 @@ impl Node {
                         self.pod_workers
                             .on_kill_deadline(cx!(self, record, out), uid, *request);
                     }
+                    TimerKey::Probe {
+                        uid,
+                        container,
+                        probe,
+                    } => {
+                        let key = super::probes::WorkerKey {
+                            uid: uid.clone(),
+                            container: container.clone(),
+                            probe: *probe,
+                        };
+                        self.probe_timer_fired(&key, record.seq, now, out);
+                    }
                 }
             }
             Event::SyncKnownPods(s) => self.handle_sync_known_pods(s, record.seq, now, out),
@@ -218,6 +241,8 @@ impl Node {
             Event::StatusSyncFinished(f) => self.on_status_sync_finished(f, out),
             Event::NodeInfoObserved(n) => self.node_status.on_node_info(ncx!(self, now, out), n),
             Event::RuntimeHealth(h) => self.node_status.on_runtime_health(ncx!(self, now, out), h),
+            Event::ProbeFinished(f) => self.probe_finished(f, record.seq, now, out),
+            Event::ProbeResult(r) => self.probe_result(r, now, out),
             Event::NodeSyncFinished(f) => match f.action {
                 NodeAction::Register | NodeAction::RenewLease | NodeAction::PatchStatus => {
                     self.node_status.on_sync_finished(ncx!(self, now, out), f)

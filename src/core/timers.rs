@@ -45,6 +45,15 @@ pub enum TimerKey {
         /// The seq of the `UpdatePod` record that asked for the kill.
         request: u64,
     },
+    /// A probe worker's tick (the kubelet worker's ticker, every `periodSeconds`).
+    Probe {
+        /// The pod.
+        uid: Uid,
+        /// The container's name.
+        container: String,
+        /// Which probe.
+        probe: super::probes::ProbeType,
+    },
 }
 
 /// An armed timer.

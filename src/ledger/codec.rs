@@ -27,6 +27,9 @@ pub struct Snapshot<S> {
 }
 
 /// One decoded line.
+// A line lives only between the decoder and its consumer, one at a time, and nearly every
+// line is a record: boxing the record would cost an allocation per line for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Line<S> {
     /// A record.

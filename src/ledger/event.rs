@@ -124,6 +124,10 @@ pub enum RuntimeAction {
         id: String,
         /// Container name.
         name: String,
+        /// Why (the `Killing` event's message, e.g. "Container web failed liveness probe,
+        /// will be restarted").
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
     },
     /// `StopPodSandbox`.
     StopSandbox {
@@ -173,6 +177,20 @@ pub enum RuntimeAction {
         container: String,
         /// Init or regular.
         kind: ContainerKind,
+        /// Runtime ID.
+        id: String,
+    },
+    /// The container's postStart hook, run after `StartContainer` (a failure kills it).
+    PostStartHook {
+        /// Container name.
+        container: String,
+        /// Runtime ID.
+        id: String,
+    },
+    /// The container's preStop hook, run before `StopContainer` within the grace period.
+    PreStopHook {
+        /// Container name.
+        name: String,
         /// Runtime ID.
         id: String,
     },
@@ -487,6 +505,10 @@ events! {
     NodeSyncFinished(NodeSyncFinished),
     /// The static pod source rejected a manifest (its last valid pods keep running).
     ManifestRejected(ManifestRejected),
+    /// A probe run ended (the shell's report of a `RunProbe`).
+    ProbeFinished(crate::core::probes::ProbeFinished),
+    /// A probe's cached result changed (derived; only on change).
+    ProbeResult(crate::core::probes::ProbeResult),
 }
 
 impl Event {
@@ -505,7 +527,8 @@ impl Event {
             Event::TimerFired(t) => match &t.key {
                 TimerKey::PodWork { uid }
                 | TimerKey::KillDeadline { uid, .. }
-                | TimerKey::BackoffExpiry { uid } => Some(uid.clone()),
+                | TimerKey::BackoffExpiry { uid }
+                | TimerKey::Probe { uid, .. } => Some(uid.clone()),
                 TimerKey::Housekeeping
                 | TimerKey::StatusSync
                 | TimerKey::NodeStatusUpdate
@@ -517,6 +540,8 @@ impl Event {
             Event::RuntimeActionFinished(e) => Some(e.uid.clone()),
             Event::StatusSyncFinished(e) => Some(e.uid.clone()),
             Event::NodeSyncFinished(e) => e.uid.clone(),
+            Event::ProbeFinished(e) => Some(e.uid.clone()),
+            Event::ProbeResult(e) => Some(e.uid.clone()),
             Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) => None,
             Event::ConfigApplied(_)
             | Event::SourceReady(_)

@@ -99,6 +99,9 @@ fn own_heap_bytes(r: &Record) -> usize {
             TimerKey::PodWork { uid: u }
             | TimerKey::KillDeadline { uid: u, .. }
             | TimerKey::BackoffExpiry { uid: u } => uid(u),
+            TimerKey::Probe {
+                uid: u, container, ..
+            } => uid(u) + container.len(),
             TimerKey::Housekeeping
             | TimerKey::StatusSync
             | TimerKey::NodeStatusUpdate
@@ -113,7 +116,9 @@ fn own_heap_bytes(r: &Record) -> usize {
         Event::RuntimeActionFinished(a) => {
             use super::event::{ActionOutcome, RuntimeAction};
             let action = match &a.action {
-                RuntimeAction::KillContainer { id, name } => id.len() + name.len(),
+                RuntimeAction::KillContainer { id, name, message } => {
+                    id.len() + name.len() + message.len()
+                }
                 RuntimeAction::StopSandbox { id }
                 | RuntimeAction::RemoveContainer { id }
                 | RuntimeAction::RemoveSandbox { id } => id.len(),
@@ -121,7 +126,12 @@ fn own_heap_bytes(r: &Record) -> usize {
                 RuntimeAction::PullImage { container, image }
                 | RuntimeAction::PullingImage { container, image } => container.len() + image.len(),
                 RuntimeAction::CreateContainer { container, .. } => container.len(),
-                RuntimeAction::StartContainer { container, id, .. } => container.len() + id.len(),
+                RuntimeAction::StartContainer { container, id, .. }
+                | RuntimeAction::PostStartHook { container, id }
+                | RuntimeAction::PreStopHook {
+                    name: container,
+                    id,
+                } => container.len() + id.len(),
             };
             let outcome = match &a.outcome {
                 ActionOutcome::Ok { id, detail } => opt(id) + opt(detail),
@@ -139,6 +149,10 @@ fn own_heap_bytes(r: &Record) -> usize {
                     super::event::NodeSyncOutcome::Ok => 0,
                 }
         }
+        Event::ProbeFinished(f) => {
+            uid(&f.uid) + f.container.len() + f.container_id.len() + f.output.len()
+        }
+        Event::ProbeResult(r) => uid(&r.uid) + r.container.len() + r.container_id.len(),
         Event::StatusSyncFinished(f) => {
             uid(&f.uid)
                 + match &f.outcome {

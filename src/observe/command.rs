@@ -78,6 +78,16 @@ pub fn span(command: &Command, parent: Option<&TraceParent>) -> tracing::Span {
             ledgerlet.status.patch_bytes = tracing::field::Empty,
             ledgerlet.status.deleted = tracing::field::Empty,
         ),
+        Command::RunProbe(c) => tracing::info_span!(
+            "command",
+            otel.name = "probe",
+            otel.status_code = tracing::field::Empty,
+            k8s.pod.uid = c.uid.as_str(),
+            k8s.pod.name = crate::core::pod::name(&c.pod),
+            k8s.namespace.name = crate::core::pod::namespace(&c.pod),
+            k8s.container.name = %c.container,
+            ledgerlet.probe.type = c.probe.as_str(),
+        ),
         Command::Node(_) | Command::RecordEvent(_) => tracing::info_span!(
             "command",
             otel.name = command.name(),

@@ -46,6 +46,7 @@ pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route("/metrics/probes", get(probe_metrics))
         .route("/pods", get(pods))
         .route("/debug/ledger", get(ledger))
         .route("/debug/state", get(state_json))
@@ -96,6 +97,17 @@ async fn metrics(State(s): State<HttpState>) -> Response {
             "text/plain; version=0.0.4; charset=utf-8",
         )],
         text.0,
+    )
+        .into_response()
+}
+
+async fn probe_metrics() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        super::probe_metrics::render(),
     )
         .into_response()
 }

@@ -15,4 +15,5 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod otel;
+pub mod probe_metrics;
 pub mod state_metrics;

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
 use super::cri_config::{self, ConfigError, NodeContext};
+use super::hooks::{self, HookOutcome, HookSite};
 use super::runtime_view;
 use super::Report;
 use crate::core::command::{
@@ -219,14 +220,20 @@ impl Executor {
         let plan = &cmd.plan;
         let p = &cmd.pod;
         let mut errors: Vec<String> = Vec::new();
+        let old_ip = cmd.runtime.ips.first().cloned().unwrap_or_default();
+        let site = HookSite {
+            cri: &self.cri,
+            pod: p,
+            pod_ip: &old_ip,
+        };
         // 1. kill the pod, or the containers that must go; the first failure aborts
         if let Some(kill) = &plan.kill_pod {
-            if let Err(e) = self.kill_pod(step, kill).await {
+            if let Err(e) = self.kill_pod(step, kill, Some(&site)).await {
                 return SyncOutcome::Failed { message: e };
             }
         } else {
             for k in &plan.kill_containers {
-                if let Err(e) = self.kill_container(step, k).await {
+                if let Err(e) = self.kill_container(step, k, Some(&site)).await {
                     return SyncOutcome::Failed { message: e };
                 }
             }
@@ -480,8 +487,11 @@ impl Executor {
         };
         match self.cri.start_container(&id).await {
             Ok(()) => {
-                step.report(action, ok(Some(id), None), started).await;
-                Ok(())
+                step.report(action, ok(Some(id.clone()), None), started)
+                    .await;
+                self.post_start(step, p, c, s, &id, pod_ip)
+                    .await
+                    .map_err(|msg| ("PostStartHookError", msg))
             }
             Err(e) => {
                 let msg = format!("{who}: {e}");
@@ -490,6 +500,113 @@ impl Executor {
                 Err(("RunContainerError", msg))
             }
         }
+    }
+
+    /// Step 4 of `startContainer`: the postStart hook. A failure is reported, the container
+    /// is killed (message `FailedPostStartHook`, with its preStop hook) and the start fails
+    /// (RT-37). The hook may take at most the CRI request timeout (upstream: no limit).
+    async fn post_start(
+        &self,
+        step: &Step<'_>,
+        p: &Pod,
+        c: &k8s_openapi::api::core::v1::Container,
+        s: &ContainerStart,
+        id: &str,
+        pod_ip: &str,
+    ) -> Result<(), String> {
+        let (Some(handler), Some(kill)) = (
+            c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()),
+            s.post_start_failure_kill,
+        ) else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let site = HookSite {
+            cri: &self.cri,
+            pod: p,
+            pod_ip,
+        };
+        let limit = std::time::Duration::from_millis(self.cri.options().request_timeout_ms);
+        let failure = match hooks::run(&site, c, id, handler, limit).await {
+            HookOutcome::Done => None,
+            HookOutcome::Failed(msg) => Some(msg),
+            HookOutcome::NotFinished => Some(format!(
+                "PostStart hook of container {:?} did not finish within {} s",
+                c.name,
+                limit.as_secs()
+            )),
+        };
+        let action = RuntimeAction::PostStartHook {
+            container: s.name.clone(),
+            id: id.to_string(),
+        };
+        let Some(msg) = failure else {
+            step.report(action, ok(None, None), started).await;
+            return Ok(());
+        };
+        step.report(action, failed("PostStartHookError", msg.clone()), started)
+            .await;
+        let k = ContainerKill {
+            id: id.to_string(),
+            name: s.name.clone(),
+            grace_period_s: kill.grace_period_s,
+            message: crate::core::kubelet_sync::FAILED_POST_START_HOOK.into(),
+            pre_stop_s: kill.pre_stop_s,
+        };
+        if let Err(e) = self.kill_container(step, &k, Some(&site)).await {
+            tracing::warn!(error = %e, "killing a container whose postStart hook failed");
+        }
+        Err(msg)
+    }
+
+    /// RT-39: the preStop hook of a kill, for at most `budget_s`; returns the whole seconds
+    /// it took (subtracted from the grace period).
+    async fn pre_stop(
+        &self,
+        step: &Step<'_>,
+        k: &ContainerKill,
+        site: &HookSite<'_>,
+        budget_s: i64,
+    ) -> i64 {
+        let Some(c) = site
+            .pod
+            .spec
+            .iter()
+            .flat_map(|s| {
+                s.containers
+                    .iter()
+                    .chain(s.init_containers.iter().flatten())
+            })
+            .find(|c| c.name == k.name)
+        else {
+            return 0;
+        };
+        let Some(handler) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) else {
+            return 0;
+        };
+        let started = Instant::now();
+        let budget = std::time::Duration::from_secs(budget_s.max(0) as u64);
+        let outcome = match hooks::run(site, c, &k.id, handler, budget).await {
+            HookOutcome::Done => ok(None, None),
+            HookOutcome::Failed(msg) => failed("PreStopHookError", msg),
+            HookOutcome::NotFinished => ok(
+                None,
+                Some(format!(
+                    "not completed within the grace period ({budget_s} s)"
+                )),
+            ),
+        };
+        let elapsed_s = started.elapsed().as_secs() as i64;
+        step.report(
+            RuntimeAction::PreStopHook {
+                name: k.name.clone(),
+                id: k.id.clone(),
+            },
+            outcome,
+            started,
+        )
+        .await;
+        elapsed_s
     }
 
     /// The kubelet's `EnsureImageExists`: Always pulls, IfNotPresent pulls when missing,
@@ -571,12 +688,25 @@ impl Executor {
         }
     }
 
-    async fn kill_container(&self, step: &Step<'_>, k: &ContainerKill) -> Result<(), String> {
+    /// `killContainer`: the preStop hook within the grace period (when the plan gives it
+    /// a budget and `site` has the pod), then `StopContainer` with what is left of the grace
+    /// period, at least 2 s.
+    async fn kill_container(
+        &self,
+        step: &Step<'_>,
+        k: &ContainerKill,
+        site: Option<&HookSite<'_>>,
+    ) -> Result<(), String> {
+        let mut timeout = k.grace_period_s.max(MIN_STOP_TIMEOUT_S);
+        if let (Some(budget), Some(site)) = (k.pre_stop_s, site) {
+            let spent = self.pre_stop(step, k, site, budget).await;
+            timeout = (budget - spent).max(MIN_STOP_TIMEOUT_S);
+        }
         let started = Instant::now();
-        let timeout = k.grace_period_s.max(MIN_STOP_TIMEOUT_S);
         let action = RuntimeAction::KillContainer {
             id: k.id.clone(),
             name: k.name.clone(),
+            message: k.message.clone(),
         };
         match self.cri.stop_container(&k.id, timeout).await {
             Ok(()) => {
@@ -613,9 +743,18 @@ impl Executor {
     }
 
     /// `killPodWithSyncResult`: every container in parallel, then every sandbox.
-    async fn kill_pod(&self, step: &Step<'_>, kill: &PodKill) -> Result<(), String> {
-        let results =
-            futures_join_all(kill.containers.iter().map(|k| self.kill_container(step, k))).await;
+    async fn kill_pod(
+        &self,
+        step: &Step<'_>,
+        kill: &PodKill,
+        site: Option<&HookSite<'_>>,
+    ) -> Result<(), String> {
+        let results = futures_join_all(
+            kill.containers
+                .iter()
+                .map(|k| self.kill_container(step, k, site)),
+        )
+        .await;
         let mut errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
         for id in &kill.sandbox_ids {
             let started = Instant::now();
@@ -640,8 +779,13 @@ impl Executor {
 
     /// Kills the pod, then checks that nothing of it still runs; anything found running (a
     /// container started after the plan was made) is stopped with the minimum grace.
-    async fn terminate(&self, step: &Step<'_>, kill: &PodKill) -> SyncOutcome {
-        if let Err(e) = self.kill_pod(step, kill).await {
+    async fn terminate(
+        &self,
+        step: &Step<'_>,
+        kill: &PodKill,
+        site: Option<&HookSite<'_>>,
+    ) -> SyncOutcome {
+        if let Err(e) = self.kill_pod(step, kill, site).await {
             return SyncOutcome::Failed {
                 message: format!("error killing pod: {e}"),
             };
@@ -685,11 +829,12 @@ impl Executor {
                         name: c.name.clone(),
                         grace_period_s: MIN_STOP_TIMEOUT_S,
                         message: format!("Stopping container {}", c.name),
+                        pre_stop_s: None,
                     })
                     .collect(),
                 sandbox_ids: ready_sandboxes,
             };
-            if let Err(e) = self.kill_pod(step, &extra).await {
+            if let Err(e) = self.kill_pod(step, &extra, None).await {
                 return SyncOutcome::Failed {
                     message: format!("error killing pod: {e}"),
                 };
@@ -708,8 +853,16 @@ impl Executor {
             sync_id: cmd.sync_id,
             cause,
         };
+        let pod_ip = cmd.runtime.ips.first().cloned().unwrap_or_default();
+        let site = HookSite {
+            cri: &self.cri,
+            pod: &cmd.pod,
+            pod_ip: &pod_ip,
+        };
+        // a cancellation also cuts a running preStop hook short (the shorter kill runs it
+        // again with what is left)
         let outcome = tokio::select! {
-            o = self.terminate(&step, &cmd.kill) => o,
+            o = self.terminate(&step, &cmd.kill, Some(&site)) => o,
             _ = token.cancelled() => SyncOutcome::Canceled,
         };
         self.finish(&cmd.uid, cmd.sync_id, WorkType::Terminating, outcome, cause)
@@ -730,7 +883,7 @@ impl Executor {
             cause,
         };
         let outcome = tokio::select! {
-            o = self.terminate(&step, &cmd.kill) => o,
+            o = self.terminate(&step, &cmd.kill, None) => o,
             _ = token.cancelled() => SyncOutcome::Canceled,
         };
         if outcome == SyncOutcome::Ok {

@@ -315,6 +315,24 @@ impl Sim {
                 Command::CancelSync { uid, sync_id } => {
                     self.canceled.insert((uid, sync_id), ());
                 }
+                Command::RunProbe(p) => {
+                    // simulated containers are healthy: every probe passes
+                    let delay = self.rng.range(self.config.inspect_latency_ms);
+                    self.schedule(
+                        self.now.plus_ms(delay),
+                        Event::ProbeFinished(crate::core::probes::ProbeFinished {
+                            uid: p.uid,
+                            container: p.container,
+                            container_id: p.container_id,
+                            probe: p.probe,
+                            run: p.run,
+                            result: crate::core::probes::RunResult::Success,
+                            output: String::new(),
+                            duration_ms: delay,
+                        }),
+                        Some(cause),
+                    );
+                }
                 Command::SyncPod(c) => {
                     let outcome = self.sim_sync_pod(&c.uid, &c.pod);
                     self.finish(cause, c.uid, c.sync_id, WorkType::Sync, outcome);

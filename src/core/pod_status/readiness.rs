@@ -4,19 +4,21 @@
 //! Owns the rule: Started = Running && (startup Success, or no startup probe); Ready = Started
 //! && Running && (readiness Success, or no readiness probe); a regular init container is Ready
 //! once it Terminated with exit 0; sidecars follow the regular rule. Must not run probes or
-//! trigger them: results are looked up by the container's runtime ID in `ProbeResults`, and a
-//! missing entry means "no probe workers".
+//! trigger them: results are looked up by pod, container name and runtime ID in
+//! `ProbeResults` (an instance a worker has not seen yet counts as its initial value), and a
+//! container with neither results nor workers has no probes.
 
 use k8s_openapi::api::core::v1::{ContainerStatus as ApiContainerStatus, Pod};
 
 use super::containers::runtime_id;
 use super::spec::{self, is_running, terminated};
 use crate::core::probe_results::{ContainerProbes, ProbeOutcome, ProbeResults};
+use crate::core::uid::Uid;
 
-fn probes_of(cs: &ApiContainerStatus, results: &ProbeResults) -> ContainerProbes {
+fn probes_of(uid: &Uid, cs: &ApiContainerStatus, results: &ProbeResults) -> ContainerProbes {
     cs.container_id
         .as_deref()
-        .map(|id| results.get(runtime_id(id)))
+        .map(|id| results.for_container(uid, &cs.name, runtime_id(id)))
         .unwrap_or_default()
 }
 
@@ -39,14 +41,15 @@ pub fn apply_probe_results(
     init: &mut [ApiContainerStatus],
     results: &ProbeResults,
 ) {
+    let uid = crate::core::pod::uid(pod);
     for cs in regular.iter_mut() {
-        let probes = probes_of(cs, results);
+        let probes = probes_of(&uid, cs, results);
         cs.started = Some(is_container_started(cs, probes));
         cs.ready = is_container_ready(cs, probes);
     }
     let specs = spec::init_containers(pod);
     for cs in init.iter_mut() {
-        let probes = probes_of(cs, results);
+        let probes = probes_of(&uid, cs, results);
         cs.started = Some(is_container_started(cs, probes));
         let sidecar = specs
             .iter()

@@ -7,7 +7,8 @@
 //! least one container, container names (DNS-1123 labels, unique across init and app
 //! containers), images (required, no surrounding whitespace), ports (number and protocol),
 //! restartPolicy, container restartPolicy (`Always`, init containers only), probes on init
-//! containers (restartable ones only), probe thresholds, terminationGracePeriodSeconds.
+//! containers (restartable ones only), probe thresholds, exactly one handler per probe and
+//! lifecycle hook, terminationGracePeriodSeconds.
 
 use std::collections::BTreeSet;
 
@@ -69,10 +70,12 @@ pub fn validate(pod: &Pod) -> Vec<FieldError> {
             ));
         }
         validate_probes(c, &field, &mut errs);
+        validate_lifecycle(c, &field, &mut errs);
     }
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
         let field = format!("spec.initContainers[{i}]");
         validate_common(c, &field, &mut names, &mut errs);
+        validate_lifecycle(c, &field, &mut errs);
         match c.restart_policy.as_deref() {
             Some("Always") => validate_probes(c, &field, &mut errs),
             other => {
@@ -176,10 +179,61 @@ fn probes(c: &Container) -> [(Option<&Probe>, &'static str); 3] {
     ]
 }
 
+/// `validateHandler`: exactly one action. `actions` are (present, name) in API order.
+fn validate_handler(actions: &[(bool, &str)], field: &str, errs: &mut Vec<FieldError>) {
+    let mut count = 0;
+    for (present, name) in actions {
+        if !present {
+            continue;
+        }
+        if count > 0 {
+            errs.push(FieldError::forbidden(
+                format!("{field}.{name}"),
+                "may not specify more than 1 handler type",
+            ));
+        }
+        count += 1;
+    }
+    if count == 0 {
+        errs.push(FieldError {
+            field: field.to_string(),
+            detail: "Required value: must specify a handler type".into(),
+        });
+    }
+}
+
+/// Lifecycle hooks: exactly one of exec, httpGet, tcpSocket, sleep each.
+fn validate_lifecycle(c: &Container, field: &str, errs: &mut Vec<FieldError>) {
+    let Some(l) = &c.lifecycle else { return };
+    for (hook, name) in [(&l.post_start, "postStart"), (&l.pre_stop, "preStop")] {
+        let Some(h) = hook else { continue };
+        validate_handler(
+            &[
+                (h.exec.is_some(), "exec"),
+                (h.http_get.is_some(), "httpGet"),
+                (h.tcp_socket.is_some(), "tcpSocket"),
+                (h.sleep.is_some(), "sleep"),
+            ],
+            &format!("{field}.lifecycle.{name}"),
+            errs,
+        );
+    }
+}
+
 fn validate_probes(c: &Container, field: &str, errs: &mut Vec<FieldError>) {
     for (probe, name) in probes(c) {
         let Some(probe) = probe else { continue };
         let probe_field = format!("{field}.{name}");
+        validate_handler(
+            &[
+                (probe.exec.is_some(), "exec"),
+                (probe.http_get.is_some(), "httpGet"),
+                (probe.tcp_socket.is_some(), "tcpSocket"),
+                (probe.grpc.is_some(), "grpc"),
+            ],
+            &probe_field,
+            errs,
+        );
         for (value, threshold) in [
             (probe.success_threshold, "successThreshold"),
             (probe.failure_threshold, "failureThreshold"),
