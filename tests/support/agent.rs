@@ -98,6 +98,15 @@ impl Agent {
         .filter(|(flag, _)| !extra.contains(flag))
         .collect();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ledgerlet"));
+        // if the test process dies without dropping the harness (killed, aborted, or a bench
+        // that exits early), the agent is told to stop and stops its pods, never outliving it
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
         cmd.arg("run");
         for (flag, dir) in dirs {
             cmd.arg(flag).arg(dir);
