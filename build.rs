@@ -1,10 +1,13 @@
-//! Compiles `proto/cri/api.proto` (CRI runtime.v1 subset) with protox, a pure
-//! Rust protobuf compiler, so no system `protoc` is needed.
+//! Compiles the protos with protox, a pure Rust protobuf compiler, so no system `protoc` is
+//! needed: `proto/cri/api.proto` (CRI runtime.v1 subset) and `proto/ledgerlet/v1/ledger.proto`
+//! (the ledger stream).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let proto = "proto/cri/api.proto";
-    println!("cargo:rerun-if-changed={proto}");
-    let fds = protox::compile([proto], ["proto"])?;
+    let protos = ["proto/cri/api.proto", "proto/ledgerlet/v1/ledger.proto"];
+    for proto in protos {
+        println!("cargo:rerun-if-changed={proto}");
+    }
+    let fds = protox::compile(protos, ["proto"])?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

@@ -6,6 +6,7 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments, files, malformed
 //! ledger lines).
 
+mod ledger_cmd;
 mod replay_cmd;
 mod run_cmd;
 mod runtime_cmd;
@@ -28,6 +29,9 @@ enum Cmd {
     Run(Box<run_cmd::RunArgs>),
     /// Fold an exported ledger offline and print the pod-worker state.
     Replay(replay_cmd::ReplayArgs),
+    /// A running agent's ledger: tail (stream) or export it.
+    #[command(subcommand)]
+    Ledger(ledger_cmd::LedgerCmd),
     /// The embedded CRI runtime.
     #[command(subcommand)]
     Runtime(runtime_cmd::RuntimeCmd),
@@ -40,5 +44,6 @@ pub fn main() -> ExitCode {
         Cmd::Run(args) => run_cmd::run(*args),
         Cmd::Replay(args) => replay_cmd::run(args),
         Cmd::Runtime(cmd) => runtime_cmd::run(cmd),
+        Cmd::Ledger(cmd) => ledger_cmd::run(cmd),
     }
 }

@@ -1,7 +1,6 @@
 //! `ledgerlet replay FILE [--until SEQ|RFC3339] [--pod UID|NAMESPACE/NAME] [--format table|json]`.
 
-use std::fs::File;
-use std::io::{self, BufReader, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,14 +32,14 @@ pub struct ReplayArgs {
 }
 
 pub fn run(args: ReplayArgs) -> ExitCode {
-    let file = match File::open(&args.file) {
+    let file = match crate::ledger::export::open_file(&args.file) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("ledgerlet replay: cannot open {}: {e}", args.file.display());
             return ExitCode::from(2);
         }
     };
-    let replayed = match replay(BufReader::with_capacity(1 << 20, file), args.until) {
+    let replayed = match replay(file, args.until) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("ledgerlet replay: {}: {e}", args.file.display());

@@ -115,6 +115,10 @@ pub struct RunArgs {
     /// Keep at most this many bytes of ledger records in memory.
     #[arg(long, default_value_t = 128 * 1024 * 1024)]
     ledger_max_bytes: u64,
+    /// Also serve the ledger stream (gRPC `ledgerlet.v1.Ledger`) on this loopback address
+    /// (it is always served on <root-dir>/ledger.sock).
+    #[arg(long, value_name = "HOST:PORT")]
+    ledger_grpc_address: Option<std::net::SocketAddr>,
     /// Stop every pod when the agent exits.
     #[arg(long, value_enum, default_value = "auto")]
     stop_pods_on_exit: StopPods,
@@ -203,6 +207,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         inbox_capacity: 4096,
         stop_pods_on_exit,
         event_log_capacity: 1000,
+        ledger_grpc_address: args.ledger_grpc_address,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -214,11 +219,25 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(crate::daemon::run(opts)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    use crate::postmortem::flight_recorder;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(crate::daemon::run(opts))
+    }));
+    match result {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) if e.is::<crate::daemon::Quit>() => {
             eprintln!("ledgerlet run: {e:#}");
+            ExitCode::from(2)
+        }
+        Ok(Err(e)) => {
+            eprintln!("ledgerlet run: {e:#}");
+            flight_recorder::record(&format!("fatal error: {e:#}"));
             ExitCode::from(1)
+        }
+        Err(_) => {
+            // the panic hook started a recording; let it finish before the process exits
+            flight_recorder::wait_pending();
+            ExitCode::from(101)
         }
     }
 }

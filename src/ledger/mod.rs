@@ -5,6 +5,8 @@
 
 pub mod codec;
 pub mod event;
+pub mod export;
+pub mod filter;
 pub mod record;
 mod size;
 pub mod store;

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use super::codec::Snapshot;
 use super::event::Event;
@@ -112,6 +112,8 @@ pub struct Ledger<S> {
     snapshots: VecDeque<Arc<Snapshot<Arc<S>>>>,
     records_since_snapshot: u64,
     followers: broadcast::Sender<Arc<Record>>,
+    /// The newest seq, for cursor followers (`stream`) that read the ledger at their pace.
+    seq_tx: watch::Sender<u64>,
 }
 
 impl<S> Ledger<S> {
@@ -129,6 +131,7 @@ impl<S> Ledger<S> {
             snapshots: VecDeque::new(),
             records_since_snapshot: 0,
             followers,
+            seq_tx: watch::Sender::new(last_seq),
         }
     }
 
@@ -166,6 +169,9 @@ impl<S> Ledger<S> {
             let _ = self.followers.send(record.clone());
         }
         self.evict();
+        if self.seq_tx.receiver_count() > 0 {
+            self.seq_tx.send_replace(self.last_seq);
+        }
         record
     }
 
@@ -253,9 +259,21 @@ impl<S> Ledger<S> {
         (snap, self.since(from).cloned().collect())
     }
 
+    /// Retained snapshots, oldest first.
+    pub fn snapshots(&self) -> impl Iterator<Item = &Arc<Snapshot<Arc<S>>>> + '_ {
+        self.snapshots.iter()
+    }
+
     /// A new follower receiving every record appended from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Record>> {
         self.followers.subscribe()
+    }
+
+    /// The newest seq, updated on every append while someone watches (a cursor follower
+    /// waits on it, then reads the records itself).
+    pub fn watch_seq(&self) -> watch::Receiver<u64> {
+        self.seq_tx.send_replace(self.last_seq);
+        self.seq_tx.subscribe()
     }
 
     /// Counters for metrics and `/debug/state`.

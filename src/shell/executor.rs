@@ -59,6 +59,8 @@ pub struct Executor {
     ctx: Arc<NodeContext>,
     report: Report,
     cancels: Arc<Mutex<CancelTable>>,
+    /// Resolves `secretKeyRef` env (only when the node talks to an API server).
+    secrets: Option<Arc<super::secrets::SecretResolver>>,
 }
 
 struct Step<'a> {
@@ -105,7 +107,14 @@ impl Executor {
             ctx: Arc::new(ctx),
             report,
             cancels: Arc::default(),
+            secrets: None,
         }
+    }
+
+    /// The same executor resolving `secretKeyRef` env through `resolver`.
+    pub fn with_secrets(mut self, resolver: super::secrets::SecretResolver) -> Executor {
+        self.secrets = Some(Arc::new(resolver));
+        self
     }
 
     /// The CRI client.
@@ -364,7 +373,14 @@ impl Executor {
         }
         // create
         let started = Instant::now();
-        let create = match cri_config::container_config(&self.ctx, p, s, pod_ip) {
+        let secrets = match &self.secrets {
+            Some(r) => r.resolve(p, c).await.map(Some),
+            None => Ok(None),
+        };
+        let config = secrets.map_err(cri_config::ConfigError).and_then(|values| {
+            cri_config::container_config_with_secrets(&self.ctx, p, s, pod_ip, values.as_ref())
+        });
+        let create = match config {
             Err(e) => Err(("CreateContainerConfigError", format!("{who}: {e}"))),
             Ok(config) => {
                 let log_dir = std::path::Path::new(&sandbox_config.log_directory).join(&s.name);

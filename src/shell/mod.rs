@@ -9,8 +9,10 @@ pub mod cri_config;
 pub mod events;
 pub mod executor;
 pub mod machine;
+pub mod redact;
 pub mod runtime_health;
 pub mod runtime_view;
+pub mod secrets;
 pub mod timers;
 
 use tokio::sync::mpsc;

@@ -42,17 +42,33 @@ impl Agent {
     /// Starts `ledgerlet run` with the embedded runtime and `extra` flags (a flag of
     /// [`FAST`] that `extra` also sets takes `extra`'s value).
     pub fn start(extra: &[&str]) -> Agent {
+        Agent::start_with_env(extra, &[])
+    }
+
+    /// [`Agent::start`] with extra environment variables.
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Agent {
+        let root = tempfile::tempdir().expect("tempdir");
+        Agent::start_in(root, extra, env)
+    }
+
+    /// Starts the agent in an existing test directory (its `state` is the --root-dir), e.g.
+    /// to restart an agent that was killed.
+    pub fn start_in(root: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Agent {
         let fast: Vec<&str> = FAST
             .chunks(2)
             .filter(|pair| !extra.contains(&pair[0]))
             .flatten()
             .copied()
             .collect();
-        let root = tempfile::tempdir().expect("tempdir");
         let manifests = root.path().join("manifests");
         let logs = root.path().join("pod-logs");
         std::fs::create_dir_all(&manifests).unwrap();
-        let log_file = root.path().join("agent.log");
+        let mut log_file = root.path().join("agent.log");
+        let mut n = 1;
+        while log_file.exists() {
+            log_file = root.path().join(format!("agent-{n}.log"));
+            n += 1;
+        }
         let node_name = "test-node".to_string();
         let log = std::fs::File::create(&log_file).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
@@ -67,6 +83,7 @@ impl Agent {
             .args(&fast)
             .args(extra)
             .env("RUST_LOG", "info,ledgerlet=debug")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -216,6 +233,62 @@ impl Agent {
         }
     }
 
+    /// The agent's --root-dir.
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.path().join("state")
+    }
+
+    /// Sends `signal` and waits (up to 90 s) for the exit status.
+    pub fn signal_and_wait(&mut self, signal: i32) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        unsafe {
+            libc::kill(child.id() as i32, signal);
+        }
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("ledgerlet did not exit within 90 s of signal {signal}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits (up to `secs`) for the agent to exit by itself.
+    pub fn wait_exit(&mut self, secs: u64) -> std::process::ExitStatus {
+        let child = self.child.as_mut().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                self.child = None;
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("ledgerlet did not exit within {secs} s:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the agent with SIGKILL and hands back its test directory (pods on an external
+    /// runtime keep running), for a restart with [`Agent::start_in`].
+    pub fn kill_hard(mut self) -> tempfile::TempDir {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let placeholder = tempfile::tempdir().expect("tempdir");
+        std::mem::replace(&mut self.root, placeholder)
+    }
+
+    /// Runs `ledgerlet ARGS…` (a client subcommand) and returns its output.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        cli(args)
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
@@ -297,6 +370,15 @@ fn dechunk(body: &str) -> String {
         rest = tail.get(n + 2..).unwrap_or("");
     }
     out
+}
+
+/// Runs `ledgerlet ARGS…` and returns its output.
+pub fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ledgerlet")
 }
 
 /// PIDs of live processes whose command line contains `marker`.
