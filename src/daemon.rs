@@ -24,7 +24,8 @@ use crate::core::command::Command;
 use crate::core::config::{CoreConfig, PodSource};
 use crate::cri::{CriClient, CriClientOptions};
 use crate::engine::{Emitted, Engine};
-use crate::ledger::event::{ConfigApplied, NodeShutdown};
+use crate::ledger::durable::{self, DurableConfig, DurableWriter};
+use crate::ledger::event::{AgentRestarted, ConfigApplied, NodeShutdown};
 use crate::ledger::{Event, LedgerConfig, Time};
 use crate::observe::http::{self, HttpState};
 use crate::runtime::{EmbeddedRuntime, RuntimeOptions};
@@ -84,6 +85,8 @@ pub struct RunOptions {
     pub event_log_capacity: usize,
     /// Also serve the ledger stream (gRPC) on this loopback TCP address.
     pub ledger_grpc_address: Option<SocketAddr>,
+    /// The durable ledger (`--ledger-dir`), if any.
+    pub durable: Option<DurableConfig>,
 }
 
 /// The agent stopped on SIGQUIT after the flight recorder wrote its file.
@@ -211,6 +214,47 @@ async fn shutdown_signal() -> &'static str {
     }
 }
 
+/// The engine: fresh, or continuing the durable ledger (then with the `AgentRestarted`
+/// record to append when the ledger holds a previous lifetime).
+fn start_engine(opts: &RunOptions) -> anyhow::Result<(Engine, Option<AgentRestarted>)> {
+    let Some(cfg) = &opts.durable else {
+        return Ok((Engine::new(opts.ledger.clone()), None));
+    };
+    cfg.validate()
+        .map_err(|e| anyhow::anyhow!("invalid durable ledger settings: {e}"))?;
+    let loaded = durable::load::<crate::core::Node>(&cfg.dir)
+        .with_context(|| format!("cannot read --ledger-dir {}", cfg.dir.display()))?;
+    for t in &loaded.torn {
+        tracing::warn!(damage = %t, "durable ledger: dropped a torn or unreadable tail at start-up");
+    }
+    let previous_seq = loaded.last_seq();
+    let dropped = (!loaded.torn.is_empty()).then(|| {
+        loaded
+            .torn
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    tracing::info!(
+        dir = %cfg.dir.display(),
+        snapshot_seq = loaded.snapshot.as_ref().map(|s| s.seq),
+        records = loaded.records.len(),
+        last_seq = previous_seq,
+        "durable ledger loaded"
+    );
+    let writer = DurableWriter::start(cfg.clone(), loaded.current.clone())
+        .with_context(|| format!("cannot write --ledger-dir {}", cfg.dir.display()))?;
+    let restarted = (previous_seq > 0).then_some(AgentRestarted {
+        previous_seq,
+        dropped,
+    });
+    Ok((
+        Engine::resume(opts.ledger.clone(), loaded, Some(writer)),
+        restarted,
+    ))
+}
+
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     std::fs::create_dir_all(&opts.root_dir)
@@ -280,7 +324,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     };
     let (report, mut inbox) = Report::channel(opts.inbox_capacity);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let engine = Arc::new(Mutex::new(Engine::new(opts.ledger.clone())));
+    let (engine, restarted) = start_engine(&opts)?;
+    let engine = Arc::new(Mutex::new(engine));
     crate::postmortem::flight_recorder::install(engine.clone(), &opts.root_dir);
     let redactor = Redactor::new();
     let (arm_tx, arm_rx) = mpsc::unbounded_channel();
@@ -320,6 +365,14 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         core.sources.push(PodSource::Api);
     }
     core.validate().context("invalid configuration")?;
+    if let Some(r) = restarted {
+        let emitted = daemon.submit(Input {
+            event: Event::AgentRestarted(r),
+            cause: None,
+            trace: None,
+        });
+        daemon.dispatch(emitted);
+    }
     let emitted = daemon.submit(Input {
         event: Event::ConfigApplied(ConfigApplied {
             config: Box::new(core),
@@ -498,6 +551,10 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let _ = server.await;
     let _ = tokio::time::timeout(Duration::from_secs(2), grpc).await;
     let _ = std::fs::remove_file(&socket);
+    engine
+        .lock()
+        .expect("engine")
+        .flush_durable(Duration::from_secs(5));
     if let Some(rt) = embedded {
         rt.shutdown()
             .await

@@ -8,8 +8,9 @@
 
 use std::sync::Arc;
 
-use crate::core::{Command, Node};
-use crate::ledger::{Event, Ledger, LedgerConfig, Record, Time, TraceParent};
+use crate::core::{fold, Command, Node};
+use crate::ledger::durable::{DurableWriter, Loaded};
+use crate::ledger::{Event, Ledger, LedgerConfig, Record, Snapshot, Time, TraceParent};
 use crate::observe::fold::observed_fold;
 
 /// A command for the shell, with the record whose fold emitted it.
@@ -29,6 +30,8 @@ pub struct Engine {
     ledger: Ledger<Node>,
     node: Node,
     snapshot_requests: u64,
+    /// The durable ledger, when `--ledger-dir` is set: every record and snapshot goes to it.
+    durable: Option<DurableWriter<Node>>,
 }
 
 impl Engine {
@@ -38,7 +41,48 @@ impl Engine {
             ledger: Ledger::new(config, 0),
             node: Node::default(),
             snapshot_requests: 0,
+            durable: None,
         }
+    }
+
+    /// An engine that continues a loaded durable ledger: the snapshot's state with the
+    /// loaded records folded onto it (their commands are not emitted: they belong to the
+    /// previous lifetime), writing on through `durable`.
+    pub fn resume(
+        config: LedgerConfig,
+        loaded: Loaded<Node>,
+        durable: Option<DurableWriter<Node>>,
+    ) -> Engine {
+        let mut node = loaded
+            .snapshot
+            .as_ref()
+            .map(|s| s.state.clone())
+            .unwrap_or_default();
+        let records: Vec<Arc<Record>> = loaded.records.into_iter().map(Arc::new).collect();
+        for r in &records {
+            let _ = fold(&mut node, r);
+        }
+        let snapshot = loaded.snapshot.map(|s| Snapshot {
+            seq: s.seq,
+            at: s.at,
+            state: Arc::new(s.state),
+        });
+        Engine {
+            ledger: Ledger::resume(config, snapshot, records),
+            node,
+            snapshot_requests: 0,
+            durable,
+        }
+    }
+
+    /// The durable writer, if any.
+    pub fn durable(&self) -> Option<&DurableWriter<Node>> {
+        self.durable.as_ref()
+    }
+
+    /// Writes and fsyncs what the durable ledger has queued (waits at most `timeout`).
+    pub fn flush_durable(&self, timeout: std::time::Duration) -> bool {
+        self.durable.as_ref().is_none_or(|d| d.flush(timeout))
     }
 
     /// The folded state.
@@ -65,10 +109,17 @@ impl Engine {
         let mut derived = 0usize;
         while let Some((cause, trace, event)) = queue.pop_front() {
             let record = self.ledger.append(at, cause, trace, event);
+            if let Some(d) = &self.durable {
+                d.append(record.clone());
+            }
             let commands = observed_fold(&mut self.node, &record);
-            if self.ledger.wants_snapshot() {
+            let durable_wants = self.durable.as_ref().is_some_and(|d| d.wants_snapshot());
+            if self.ledger.wants_snapshot() || durable_wants {
                 self.snapshot_requests += 1;
                 self.ledger.store_snapshot(Arc::new(self.node.clone()));
+                if let (Some(d), Some(s)) = (&self.durable, self.ledger.snapshots().last()) {
+                    d.snapshot(s.clone());
+                }
             }
             // Derived events are folded in emission order, before any later input; the
             // other commands go to the shell in emission order too.

@@ -2,7 +2,7 @@
 //! takes an env var from a Secret through `secretKeyRef`; one container proves it received
 //! the value, another leaks it the way real workloads do (a `$(VAR)` in its command that the
 //! runtime's start error repeats). The value must appear in none of `/debug/ledger`, an
-//! export or the ledger stream, while `[redacted]` shows where it was.
+//! export, the ledger stream or the durable segments, while `[redacted]` shows where it was.
 
 #[path = "support/apiserver.rs"]
 mod apiserver;
@@ -32,8 +32,16 @@ fn read_all(path: &Path) -> String {
     s
 }
 
+fn read_all_segments(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        out.push_str(&String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()));
+    }
+    out
+}
+
 #[test]
-fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_or_the_stream() {
+fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_segments() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -62,7 +70,18 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_or_the_stream()
         ..Secret::default()
     })
     .unwrap();
-    let agent = Agent::start(&["--kubeconfig", kubeconfig.path().to_str().unwrap()]);
+    let root = tempfile::tempdir().unwrap();
+    let ledger_dir = root.path().join("ledger");
+    let agent = Agent::start_in(
+        root,
+        &[
+            "--kubeconfig",
+            kubeconfig.path().to_str().unwrap(),
+            "--ledger-dir",
+            ledger_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
     let proof = agent.root.path().join("proof.txt");
     let token = EnvVar {
         name: "TOKEN".into(),
@@ -153,6 +172,19 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_or_the_stream()
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("[redacted]"));
     assert!(!text.contains(SECRET), "the stream carries the secret");
+
+    // the durable segments, once everything so far is on disk
+    let last = agent.state().last_seq;
+    agent.wait_for("the durable ledger to catch up", 30, |_| {
+        let text = read_all_segments(&ledger_dir);
+        text.contains(&format!("{{\"seq\":{last},")).then_some(())
+    });
+    let text = read_all_segments(&ledger_dir);
+    assert!(text.contains("[redacted]"));
+    assert!(
+        !text.contains(SECRET),
+        "a durable segment carries the secret"
+    );
 
     // the API status carries no clear value either (it is generated from the ledger)
     let status = serde_json::to_string(&api.pod("default", "app").unwrap().status).unwrap();

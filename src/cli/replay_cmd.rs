@@ -18,7 +18,7 @@ pub enum Format {
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// The NDJSON ledger (an export, `/debug/ledger` output, or a durable segment).
+    /// The ledger: an export (plain or .gz), `/debug/ledger` output, or a --ledger-dir.
     file: PathBuf,
     /// Stop after this seq, or after the last record at or before this RFC 3339 time.
     #[arg(long, value_name = "SEQ|RFC3339")]
@@ -32,7 +32,7 @@ pub struct ReplayArgs {
 }
 
 pub fn run(args: ReplayArgs) -> ExitCode {
-    let file = match crate::ledger::export::open_file(&args.file) {
+    let file = match crate::ledger::export::open_input(&args.file) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("ledgerlet replay: cannot open {}: {e}", args.file.display());

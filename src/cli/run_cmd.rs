@@ -119,6 +119,19 @@ pub struct RunArgs {
     /// (it is always served on <root-dir>/ledger.sock).
     #[arg(long, value_name = "HOST:PORT")]
     ledger_grpc_address: Option<std::net::SocketAddr>,
+    /// Keep the ledger on disk in this directory (segments, batched fsync): the agent
+    /// continues its history and its seq after a restart.
+    #[arg(long)]
+    ledger_dir: Option<PathBuf>,
+    /// fsync the durable ledger at least this often (a machine crash loses at most this).
+    #[arg(long, default_value_t = crate::ledger::durable::DEFAULT_FSYNC_PERIOD_MS)]
+    ledger_fsync_period_ms: u64,
+    /// Start a new durable segment once the current one reaches this size.
+    #[arg(long, default_value_t = crate::ledger::durable::DEFAULT_SEGMENT_MAX_BYTES)]
+    ledger_segment_max_bytes: u64,
+    /// Delete the oldest durable segments beyond this many bytes in --ledger-dir.
+    #[arg(long, default_value_t = crate::ledger::durable::DEFAULT_DIR_MAX_BYTES)]
+    ledger_dir_max_bytes: u64,
     /// Stop every pod when the agent exits.
     #[arg(long, value_enum, default_value = "auto")]
     stop_pods_on_exit: StopPods,
@@ -208,6 +221,14 @@ pub fn run(args: RunArgs) -> ExitCode {
         stop_pods_on_exit,
         event_log_capacity: 1000,
         ledger_grpc_address: args.ledger_grpc_address,
+        durable: args
+            .ledger_dir
+            .map(|dir| crate::ledger::durable::DurableConfig {
+                fsync_period_ms: args.ledger_fsync_period_ms,
+                segment_max_bytes: args.ledger_segment_max_bytes,
+                dir_max_bytes: args.ledger_dir_max_bytes,
+                ..crate::ledger::durable::DurableConfig::new(dir)
+            }),
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

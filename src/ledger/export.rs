@@ -144,6 +144,16 @@ impl Write for ExportWriter {
     }
 }
 
+/// Opens a ledger for reading: a durable ledger directory (its segments as one ledger), or
+/// a file (plain or gzip).
+pub fn open_input(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
+    if path.is_dir() {
+        super::durable::open_dir(path)
+    } else {
+        open_file(path)
+    }
+}
+
 /// Opens a ledger file for reading: gzip is recognised by its magic bytes, so a renamed
 /// file still reads. (A durable ledger directory is read with `durable::open_dir`.)
 pub fn open_file(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {

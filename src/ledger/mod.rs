@@ -4,6 +4,7 @@
 //! decide anything: the core folds records, the daemon appends them.
 
 pub mod codec;
+pub mod durable;
 pub mod event;
 pub mod export;
 pub mod filter;
