@@ -137,14 +137,14 @@ async fn tail(a: TailArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("ledgerlet ledger tail: {e}");
-            return ExitCode::from(
-                if matches!(e, client::ClientError::Rpc(ref m) if m.starts_with("Invalid argument"))
-                {
-                    2
-                } else {
-                    1
-                },
+            let bad_input = matches!(
+                e,
+                client::ClientError::Rpc {
+                    code: tonic::Code::InvalidArgument,
+                    ..
+                }
             );
+            return ExitCode::from(if bad_input { 2 } else { 1 });
         }
     };
     let mut out = io::BufWriter::new(io::stdout().lock());

@@ -61,8 +61,13 @@ pub enum ClientError {
         why: String,
     },
     /// The agent refused or broke off the call.
-    #[error("{0}")]
-    Rpc(String),
+    #[error("{message}")]
+    Rpc {
+        /// The gRPC status code.
+        code: tonic::Code,
+        /// What the agent said.
+        message: String,
+    },
     /// Writing the output failed.
     #[error("writing {path}: {source}")]
     Write {
@@ -74,7 +79,10 @@ pub enum ClientError {
 }
 
 fn rpc(s: tonic::Status) -> ClientError {
-    ClientError::Rpc(format!("{}: {}", s.code(), s.message()))
+    ClientError::Rpc {
+        code: s.code(),
+        message: s.message().to_string(),
+    }
 }
 
 /// Connects to the agent.

@@ -45,16 +45,23 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// A cursor at `since` (0 and 1 both mean the oldest retained record). Without
-    /// `follow` it stops at the newest record as of now.
+    /// A cursor at `since`; 0 means the oldest retained record (with no notice about
+    /// older, evicted ones), while an explicit seq older than retention gets
+    /// [`Step::Lagged`] first. Without `follow` it stops at the newest record as of now.
     pub fn new(engine: Arc<Mutex<Engine>>, since: u64, follow: bool) -> Cursor {
-        let (seq, last) = {
+        let (seq, last, first) = {
             let e = engine.lock().expect("engine");
-            (e.ledger().watch_seq(), e.ledger().last_seq())
+            let l = e.ledger();
+            (l.watch_seq(), l.last_seq(), l.first_seq())
+        };
+        let next = if since == 0 {
+            first.unwrap_or(last + 1)
+        } else {
+            since
         };
         Cursor {
             engine,
-            next: since.max(1),
+            next,
             until: (!follow).then_some(last),
             seq,
         }
