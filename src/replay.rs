@@ -11,8 +11,8 @@ use std::io::BufRead;
 use serde::Serialize;
 
 use crate::core::pod_workers::{PodSyncStatus, WorkerActivity};
-use crate::core::{fold, Node, Uid};
-use crate::ledger::{DecodeError, Line, Reader, Time};
+use crate::core::{fold, Command, Node, Uid};
+use crate::ledger::{DecodeError, Line, Reader, Record, Time};
 
 /// Where to stop folding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +115,35 @@ pub struct Replayed {
 
 /// Folds the ledger read from `input` until `until` (or the end).
 pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, ReplayError> {
+    replay_with(input, until, |_: Fold<'_>| {})
+}
+
+/// What [`replay_with`] shows its observer.
+pub enum Fold<'a> {
+    /// The ledger starts from this snapshot (its state is the node now).
+    Snapshot {
+        /// The snapshot's seq.
+        seq: u64,
+    },
+    /// `record` was just folded into `node` and the fold asked for `commands`.
+    Record {
+        /// The state after the record.
+        node: &'a Node,
+        /// The record.
+        record: &'a Record,
+        /// What the fold emitted (derived events as `Command::Append`).
+        commands: &'a [Command],
+        /// The record's 1-based line in the input.
+        line: u64,
+    },
+}
+
+/// [`replay`], showing every fold (with the commands it emitted) to `observe`.
+pub fn replay_with(
+    input: impl BufRead,
+    until: Option<Until>,
+    mut observe: impl FnMut(Fold<'_>),
+) -> Result<Replayed, ReplayError> {
     let mut node = Node::default();
     let mut base_seq = 0;
     let mut expected = 1u64;
@@ -126,6 +155,7 @@ pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, Rep
                 node = s.state;
                 base_seq = s.seq;
                 expected = s.seq + 1;
+                observe(Fold::Snapshot { seq: s.seq });
             }
             Line::Record(r) => {
                 if r.seq != expected {
@@ -155,7 +185,13 @@ pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, Rep
                 if stop {
                     break;
                 }
-                fold(&mut node, &r);
+                let commands = fold(&mut node, &r);
+                observe(Fold::Record {
+                    node: &node,
+                    record: &r,
+                    commands: &commands,
+                    line: reader.line_no(),
+                });
                 expected = r.seq + 1;
                 folded += 1;
             }

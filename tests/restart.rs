@@ -280,6 +280,10 @@ fn sigkill_and_restart_on_the_same_ledger_dir_continues_the_seq_and_adopts_the_p
     );
     let o = agent.cli(&["replay", ledger_dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // and the node did what its code says, in both lifetimes
+    let o = agent.cli(&["replay", "--verify", ledger_dir.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.contains("verify: OK"), "{out}");
     drop(agent);
     drop(rt);
 }

@@ -29,16 +29,23 @@ pub struct ReplayArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    /// Instead of printing the state, check that every derived record and every command
+    /// outcome was caused by what the fold of its cause emits (exit 1 if not).
+    #[arg(long)]
+    verify: bool,
 }
 
 pub fn run(args: ReplayArgs) -> ExitCode {
-    let file = match crate::ledger::export::open_input(&args.file) {
+    let file = match crate::postmortem::progress::open_with_progress(&args.file) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("ledgerlet replay: cannot open {}: {e}", args.file.display());
             return ExitCode::from(2);
         }
     };
+    if args.verify {
+        return verify(file, &args);
+    }
     let replayed = match replay(file, args.until) {
         Ok(r) => r,
         Err(e) => {
@@ -61,4 +68,22 @@ pub fn run(args: ReplayArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+fn verify(file: impl std::io::BufRead, args: &ReplayArgs) -> ExitCode {
+    use crate::postmortem::verify;
+    match verify::verify(file, args.until) {
+        Ok(v) => {
+            print!("{}", verify::render(&v));
+            if v.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("ledgerlet replay: {}: {e}", args.file.display());
+            ExitCode::from(2)
+        }
+    }
 }

@@ -4,4 +4,8 @@
 //! Owns reading a node's past. Must not talk to a live agent or the runtime: everything
 //! here is computation over records (the flight recorder only writes a file).
 
+pub mod diff;
+pub mod explain;
 pub mod flight_recorder;
+pub mod progress;
+pub mod verify;

@@ -309,7 +309,7 @@ impl Agent {
     }
 
     /// `/debug/ledger` replays (offline, with the library's `replay`) to exactly the state
-    /// `/debug/state` reports. The state is read first, so the ledger read after it holds at
+    /// `/debug/state` reports, and passes `replay --verify`. The state is read first, so the ledger read after it holds at
     /// least as many records; the replay stops at the state's last seq.
     pub fn assert_ledger_replays_to_state(&self) {
         let state = self.state();
@@ -326,6 +326,17 @@ impl Agent {
         assert_eq!(
             replayed.node, state,
             "replayed node differs from /debug/state"
+        );
+        // and the node did what its code says: every caused record is explained
+        let v = ledgerlet::postmortem::verify::verify(
+            text.as_bytes(),
+            Some(ledgerlet::replay::Until::Seq(state.last_seq)),
+        )
+        .expect("the ledger verifies");
+        assert!(
+            v.passed() && v.outcomes_ok > 0,
+            "{}",
+            ledgerlet::postmortem::verify::render(&v)
         );
     }
 
