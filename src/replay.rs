@@ -114,7 +114,7 @@ pub struct Replayed {
 }
 
 /// Folds the ledger read from `input` until `until` (or the end).
-pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, ReplayError> {
+pub fn replay(input: impl BufRead + Send, until: Option<Until>) -> Result<Replayed, ReplayError> {
     replay_with(input, until, |_: Fold<'_>| {})
 }
 
@@ -140,7 +140,43 @@ pub enum Fold<'a> {
 
 /// [`replay`], showing every fold (with the commands it emitted) to `observe`.
 pub fn replay_with(
-    input: impl BufRead,
+    input: impl BufRead + Send,
+    until: Option<Until>,
+    observe: impl FnMut(Fold<'_>),
+) -> Result<Replayed, ReplayError> {
+    // Decoding (one thread) and folding (this one) run side by side; the decoder is at most
+    // DECODE_AHEAD_BATCHES batches ahead.
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Decoded>>(DECODE_AHEAD_BATCHES);
+        scope.spawn(move || {
+            let mut reader: Reader<_, Node> = Reader::new(input);
+            let mut batch = Vec::with_capacity(DECODE_BATCH_LINES);
+            while let Some(line) = reader.next() {
+                let failed = line.is_err();
+                batch.push((reader.line_no(), line));
+                if failed || batch.len() == DECODE_BATCH_LINES {
+                    let full =
+                        std::mem::replace(&mut batch, Vec::with_capacity(DECODE_BATCH_LINES));
+                    if tx.send(full).is_err() || failed {
+                        return;
+                    }
+                }
+            }
+            let _ = tx.send(batch);
+        });
+        fold_lines(rx.into_iter().flatten(), until, observe)
+    })
+}
+
+/// Lines decoded per batch handed to the folding thread.
+const DECODE_BATCH_LINES: usize = 1024;
+/// Batches the decoder may be ahead of the fold.
+const DECODE_AHEAD_BATCHES: usize = 8;
+
+type Decoded = (u64, Result<Line<Node>, DecodeError>);
+
+fn fold_lines(
+    lines: impl Iterator<Item = Decoded>,
     until: Option<Until>,
     mut observe: impl FnMut(Fold<'_>),
 ) -> Result<Replayed, ReplayError> {
@@ -148,8 +184,7 @@ pub fn replay_with(
     let mut base_seq = 0;
     let mut expected = 1u64;
     let mut folded = 0u64;
-    let mut reader: Reader<_, Node> = Reader::new(input);
-    while let Some(line) = reader.next() {
+    for (line_no, line) in lines {
         match line? {
             Line::Snapshot(s) => {
                 node = s.state;
@@ -173,7 +208,7 @@ pub fn replay_with(
                         )
                     };
                     return Err(ReplayError::NotReplayable {
-                        line: reader.line_no(),
+                        line: line_no,
                         what,
                     });
                 }
@@ -190,7 +225,7 @@ pub fn replay_with(
                     node: &node,
                     record: &r,
                     commands: &commands,
-                    line: reader.line_no(),
+                    line: line_no,
                 });
                 expected = r.seq + 1;
                 folded += 1;

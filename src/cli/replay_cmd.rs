@@ -70,7 +70,7 @@ pub fn run(args: ReplayArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn verify(file: impl std::io::BufRead, args: &ReplayArgs) -> ExitCode {
+fn verify(file: impl std::io::BufRead + Send, args: &ReplayArgs) -> ExitCode {
     use crate::postmortem::verify;
     match verify::verify(file, args.until) {
         Ok(v) => {

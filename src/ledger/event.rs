@@ -41,6 +41,7 @@ pub struct PodConfigChange {
     /// Which source saw the change.
     pub source: PodSource,
     /// The pod as the source has it now (for removals: as it was last seen).
+    #[serde(with = "super::shared::arc")]
     pub pod: Arc<Pod>,
 }
 
@@ -77,7 +78,11 @@ pub struct RuntimeStatusObserved {
     /// The pod.
     pub uid: Uid,
     /// The status; absent (with `error` absent) when the runtime has nothing for the pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::shared::opt_arc"
+    )]
     pub status: Option<Arc<RuntimePodStatus>>,
     /// Why the inspection failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -66,6 +66,8 @@ pub fn write_export<'a, S: Serialize>(
     snapshot: Option<&Snapshot<S>>,
     records: impl IntoIterator<Item = &'a Arc<Record>>,
 ) -> io::Result<ExportStats> {
+    // each shared pod is encoded once per export, not once per record carrying it
+    let _cache = super::shared::EncodeCache::start();
     let mut stats = ExportStats {
         snapshot_seq: snapshot.map(|s| s.seq),
         ..ExportStats::default()
@@ -87,15 +89,86 @@ pub fn is_gz_path(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "gz")
 }
 
-/// A writer for an export file: gzip (level [`GZIP_LEVEL`]) when the name ends in `.gz`.
-/// Call [`ExportWriter::finish`] to complete the file.
+/// A writer for an export file: gzip (level [`GZIP_LEVEL`]) when the name ends in `.gz`,
+/// compressed on a second thread so encoding and compression run side by side. Call
+/// [`ExportWriter::finish`] to complete the file.
 pub struct ExportWriter {
     inner: Inner,
 }
 
 enum Inner {
     Plain(BufWriter<File>),
-    Gz(flate2::write::GzEncoder<BufWriter<File>>),
+    Gz(GzPipe),
+}
+
+/// Chunks of this size go to the compressing thread.
+const GZ_CHUNK_BYTES: usize = 1 << 20;
+
+struct GzPipe {
+    buf: Vec<u8>,
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    thread: Option<std::thread::JoinHandle<io::Result<File>>>,
+}
+
+impl GzPipe {
+    fn new(file: BufWriter<File>) -> io::Result<GzPipe> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+        let thread = std::thread::Builder::new()
+            .name("export-gzip".into())
+            .spawn(move || {
+                let mut gz =
+                    flate2::write::GzEncoder::new(file, flate2::Compression::new(GZIP_LEVEL));
+                for chunk in rx {
+                    gz.write_all(&chunk)?;
+                }
+                gz.finish()?.into_inner().map_err(|e| e.into_error())
+            })?;
+        Ok(GzPipe {
+            buf: Vec::with_capacity(GZ_CHUNK_BYTES),
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    fn send(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(GZ_CHUNK_BYTES));
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(chunk).is_ok());
+        if sent {
+            Ok(())
+        } else {
+            // the compressor stopped: its error says why
+            Err(self
+                .join()
+                .err()
+                .unwrap_or_else(|| io::Error::other("the gzip thread stopped")))
+        }
+    }
+
+    fn join(&mut self) -> io::Result<File> {
+        drop(self.tx.take());
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| io::Error::other("the gzip thread panicked"))?,
+            None => Err(io::Error::other("the gzip stream is already finished")),
+        }
+    }
+}
+
+impl Write for GzPipe {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= GZ_CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 impl ExportWriter {
@@ -103,10 +176,7 @@ impl ExportWriter {
     pub fn create(path: &Path) -> io::Result<ExportWriter> {
         let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
         let inner = if is_gz_path(path) {
-            Inner::Gz(flate2::write::GzEncoder::new(
-                file,
-                flate2::Compression::new(GZIP_LEVEL),
-            ))
+            Inner::Gz(GzPipe::new(file)?)
         } else {
             Inner::Plain(file)
         };
@@ -117,7 +187,10 @@ impl ExportWriter {
     pub fn finish(self) -> io::Result<()> {
         let file = match self.inner {
             Inner::Plain(w) => w.into_inner().map_err(|e| e.into_error())?,
-            Inner::Gz(g) => g.finish()?.into_inner().map_err(|e| e.into_error())?,
+            Inner::Gz(mut g) => {
+                g.send()?;
+                g.join()?
+            }
         };
         file.sync_all()
     }

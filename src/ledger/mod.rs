@@ -9,6 +9,7 @@ pub mod event;
 pub mod export;
 pub mod filter;
 pub mod record;
+pub mod shared;
 mod size;
 pub mod store;
 pub mod time;

@@ -168,7 +168,7 @@ struct Point {
 
 /// Folds `input` to `seq2` and describes what changed for `sel` since `seq1`.
 pub fn diff(
-    input: impl BufRead,
+    input: impl BufRead + Send,
     seq1: u64,
     seq2: u64,
     sel: &PodSelector,

@@ -602,7 +602,7 @@ pub enum ExplainError {
 
 /// The pod's timeline, in record order.
 pub fn explain(
-    input: impl BufRead,
+    input: impl BufRead + Send,
     sel: &PodSelector,
     until: Option<Until>,
 ) -> Result<String, ExplainError> {

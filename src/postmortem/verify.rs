@@ -281,7 +281,10 @@ impl Verifier {
 }
 
 /// Re-folds `input` (until `until`) and checks every caused record.
-pub fn verify(input: impl BufRead, until: Option<Until>) -> Result<Verification, ReplayError> {
+pub fn verify(
+    input: impl BufRead + Send,
+    until: Option<Until>,
+) -> Result<Verification, ReplayError> {
     let mut v = Verifier {
         out: Verification::default(),
         base_seq: 0,
