@@ -170,7 +170,10 @@ impl Ledger for LedgerService {
             .ledger()
             .export_base(since);
         let (tx, rx) = mpsc::channel(STREAM_CHANNEL_MESSAGES);
-        tokio::spawn(async move {
+        // encoding runs on a blocking thread, where each shared pod is encoded once for the
+        // whole export (the records stay alive in `records` until it ends)
+        tokio::task::spawn_blocking(move || {
+            let _cache = crate::ledger::shared::EncodeCache::start();
             let snapshot = snapshot.map(|s| pb::Snapshot {
                 seq: s.seq,
                 at: s.at.to_rfc3339_nanos(),
@@ -188,7 +191,7 @@ impl Ledger for LedgerService {
                     records,
                 };
                 first = false;
-                if tx.send(Ok(msg)).await.is_err() {
+                if tx.blocking_send(Ok(msg)).is_err() {
                     return;
                 }
             }
