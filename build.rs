@@ -1,9 +1,14 @@
-//! Compiles `proto/cri/api.proto` (CRI runtime.v1 subset) and
-//! `proto/grpc/health/v1/health.proto` (the gRPC health protocol, for gRPC probes) with
-//! protox, a pure Rust protobuf compiler, so no system `protoc` is needed.
+//! Compiles the protos with protox, a pure Rust protobuf compiler, so no system `protoc` is
+//! needed: `proto/cri/api.proto` (CRI runtime.v1 subset), `proto/grpc/health/v1/health.proto`
+//! (the gRPC health protocol, for gRPC probes) and `proto/ledgerlet/v1/ledger.proto` (the
+//! ledger stream).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protos = ["proto/cri/api.proto", "proto/grpc/health/v1/health.proto"];
+    let protos = [
+        "proto/cri/api.proto",
+        "proto/grpc/health/v1/health.proto",
+        "proto/ledgerlet/v1/ledger.proto",
+    ];
     for proto in protos {
         println!("cargo:rerun-if-changed={proto}");
     }

@@ -24,7 +24,8 @@ use crate::core::command::Command;
 use crate::core::config::{CoreConfig, PodSource};
 use crate::cri::{CriClient, CriClientOptions};
 use crate::engine::{Emitted, Engine};
-use crate::ledger::event::{ConfigApplied, NodeShutdown};
+use crate::ledger::durable::{self, DurableConfig, DurableWriter};
+use crate::ledger::event::{AgentRestarted, ConfigApplied, NodeShutdown};
 use crate::ledger::{Event, LedgerConfig, Time};
 use crate::observe::http::{self, HttpState};
 use crate::runtime::{EmbeddedRuntime, RuntimeOptions};
@@ -36,7 +37,9 @@ use crate::shell::events::EventLog;
 use crate::shell::executor::Executor;
 use crate::shell::machine::{self, MachineConfig};
 use crate::shell::prober::Prober;
+use crate::shell::redact::Redactor;
 use crate::shell::runtime_health;
+use crate::shell::secrets::SecretResolver;
 use crate::shell::{timers, Input, Report};
 use crate::sources::pleg::{self, PlegHealth, PlegOptions};
 
@@ -81,7 +84,16 @@ pub struct RunOptions {
     pub stop_pods_on_exit: bool,
     /// Kept Kubernetes Events for `/debug/events`.
     pub event_log_capacity: usize,
+    /// Also serve the ledger stream (gRPC) on this loopback TCP address.
+    pub ledger_grpc_address: Option<SocketAddr>,
+    /// The durable ledger (`--ledger-dir`), if any.
+    pub durable: Option<DurableConfig>,
 }
+
+/// The agent stopped on SIGQUIT after the flight recorder wrote its file.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped on SIGQUIT; the flight recorder wrote {}", .0.as_ref().map_or("nothing".to_string(), |p| p.display().to_string()))]
+pub struct Quit(pub Option<PathBuf>);
 
 struct Daemon {
     engine: Arc<Mutex<Engine>>,
@@ -92,6 +104,11 @@ struct Daemon {
     report: Report,
     /// The cluster connection, when the node joined one.
     cluster: Option<Cluster>,
+    /// Scrubs secret values from every input before it is appended.
+    redactor: Redactor,
+    /// Fault injection for the flight recorder's tests: panic, holding the engine lock,
+    /// when a record of this kind is appended (`LEDGERLET_FAULT_PANIC_ON_KIND`).
+    panic_on_kind: Option<String>,
 }
 
 /// What the daemon uses to talk to the API server.
@@ -103,8 +120,15 @@ struct Cluster {
 
 impl Daemon {
     fn submit(&self, input: Input) -> Vec<Emitted> {
+        let event = self.redactor.redact(input.event);
         let mut engine = self.engine.lock().expect("engine");
-        engine.submit(Time::from_system(), input.cause, input.trace, input.event)
+        if self.panic_on_kind.as_deref() == Some(event.kind()) {
+            panic!(
+                "fault injection: LEDGERLET_FAULT_PANIC_ON_KIND={}",
+                event.kind()
+            );
+        }
+        engine.submit(Time::from_system(), input.cause, input.trace, event)
     }
 
     /// Hands each command to the part of the shell that carries it out, inside the command's
@@ -249,10 +273,53 @@ async fn shutdown_signal() -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    let mut quit = signal(SignalKind::quit()).expect("SIGQUIT handler");
     tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",
+        _ = quit.recv() => "SIGQUIT",
     }
+}
+
+/// The engine: fresh, or continuing the durable ledger (then with the `AgentRestarted`
+/// record to append when the ledger holds a previous lifetime).
+fn start_engine(opts: &RunOptions) -> anyhow::Result<(Engine, Option<AgentRestarted>)> {
+    let Some(cfg) = &opts.durable else {
+        return Ok((Engine::new(opts.ledger.clone()), None));
+    };
+    cfg.validate()
+        .map_err(|e| anyhow::anyhow!("invalid durable ledger settings: {e}"))?;
+    let loaded = durable::load::<crate::core::Node>(&cfg.dir)
+        .with_context(|| format!("cannot read --ledger-dir {}", cfg.dir.display()))?;
+    for t in &loaded.torn {
+        tracing::warn!(damage = %t, "durable ledger: dropped a torn or unreadable tail at start-up");
+    }
+    let previous_seq = loaded.last_seq();
+    let dropped = (!loaded.torn.is_empty()).then(|| {
+        loaded
+            .torn
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    tracing::info!(
+        dir = %cfg.dir.display(),
+        snapshot_seq = loaded.snapshot.as_ref().map(|s| s.seq),
+        records = loaded.records.len(),
+        last_seq = previous_seq,
+        "durable ledger loaded"
+    );
+    let writer = DurableWriter::start(cfg.clone(), loaded.current.clone())
+        .with_context(|| format!("cannot write --ledger-dir {}", cfg.dir.display()))?;
+    let restarted = (previous_seq > 0).then_some(AgentRestarted {
+        previous_seq,
+        dropped,
+    });
+    Ok((
+        Engine::resume(opts.ledger.clone(), loaded, Some(writer)),
+        restarted,
+    ))
 }
 
 /// Runs the agent until SIGTERM or SIGINT.
@@ -324,34 +391,40 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     };
     let (report, mut inbox) = Report::channel(opts.inbox_capacity);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let engine = Arc::new(Mutex::new(Engine::new(opts.ledger.clone())));
+    let (mut engine, restarted) = start_engine(&opts)?;
     if let Some(t) = crate::observe::otel::global() {
-        engine
-            .lock()
-            .expect("engine")
-            .set_observer(crate::observe::fold::FoldObserver::new(Some(
-                t.fold_tracer(),
-            )));
+        engine.set_observer(crate::observe::fold::FoldObserver::new(Some(
+            t.fold_tracer(),
+        )));
     }
+    let engine = Arc::new(Mutex::new(engine));
+    crate::postmortem::flight_recorder::install(engine.clone(), &opts.root_dir);
+    let redactor = Redactor::new();
     let (arm_tx, arm_rx) = mpsc::unbounded_channel();
     let events = Arc::new(EventLog::new(opts.event_log_capacity));
+    let mut executor = Executor::new(
+        cri.clone(),
+        NodeContext {
+            pod_logs_dir: opts.pod_logs_dir.clone(),
+            node_name: opts.node_name.clone(),
+            node_ip: opts.node_ip.clone(),
+            pods_dir: opts.root_dir.join("pods"),
+        },
+        report.clone(),
+    );
+    if let Some(c) = &cluster {
+        executor = executor.with_secrets(SecretResolver::new(c.api.clone(), redactor.clone()));
+    }
     let daemon = Daemon {
         engine: engine.clone(),
-        executor: Executor::new(
-            cri.clone(),
-            NodeContext {
-                pod_logs_dir: opts.pod_logs_dir.clone(),
-                node_name: opts.node_name.clone(),
-                node_ip: opts.node_ip.clone(),
-                pods_dir: opts.root_dir.join("pods"),
-            },
-            report.clone(),
-        ),
+        executor,
         prober: Prober::new(cri.clone()),
         timers: arm_tx,
         events: events.clone(),
         report: report.clone(),
         cluster,
+        redactor,
+        panic_on_kind: std::env::var("LEDGERLET_FAULT_PANIC_ON_KIND").ok(),
     };
 
     let mut core = opts.core.clone();
@@ -366,6 +439,14 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         core.sources.push(PodSource::Api);
     }
     core.validate().context("invalid configuration")?;
+    if let Some(r) = restarted {
+        let emitted = daemon.submit(Input {
+            event: Event::AgentRestarted(r),
+            cause: None,
+            trace: None,
+        });
+        daemon.dispatch(emitted);
+    }
     let emitted = daemon.submit(Input {
         event: Event::ConfigApplied(ConfigApplied {
             config: Box::new(core),
@@ -449,6 +530,28 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             }
         });
     }
+    // the ledger stream
+    let socket = opts.root_dir.join(crate::stream::SOCKET_NAME);
+    let unix = crate::stream::server::bind_unix(&socket).await?;
+    let tcp = match opts.ledger_grpc_address {
+        Some(a) => Some(crate::stream::server::bind_tcp(a).await?),
+        None => None,
+    };
+    let tcp_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
+    let grpc = tokio::spawn(crate::stream::server::serve(
+        crate::stream::server::LedgerService::new(engine.clone(), shutdown_rx.clone()),
+        unix,
+        tcp,
+        shutdown_rx.clone(),
+    ));
+    match tcp_addr {
+        Some(a) => {
+            tracing::info!(socket = %socket.display(), tcp = %a, "serving the ledger stream (gRPC ledgerlet.v1.Ledger)")
+        }
+        None => {
+            tracing::info!(socket = %socket.display(), "serving the ledger stream (gRPC ledgerlet.v1.Ledger)")
+        }
+    }
     tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /pods, /debug/ledger, /debug/state");
     let mut http_shutdown = shutdown_rx.clone();
     let router = http::router(HttpState {
@@ -474,6 +577,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     tokio::pin!(signal);
     let mut stopping: Option<Instant> = None;
     let mut deadline = Instant::now();
+    let mut quit = None;
     loop {
         if let Some(since) = stopping {
             let done = engine.lock().expect("engine").node().all_pods_stopped();
@@ -499,6 +603,12 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
                 }
             }
             sig = &mut signal, if stopping.is_none() => {
+                if sig == "SIGQUIT" {
+                    // an abort for a postmortem: record, then stop without stopping pods
+                    tracing::warn!("SIGQUIT: writing the flight recording and exiting");
+                    quit = Some(crate::postmortem::flight_recorder::record("SIGQUIT"));
+                    break;
+                }
                 tracing::info!(signal = sig, "shutting down");
                 if !opts.stop_pods_on_exit {
                     break;
@@ -520,10 +630,19 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     }
     let _ = shutdown_tx.send(true);
     let _ = server.await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), grpc).await;
+    let _ = std::fs::remove_file(&socket);
+    engine
+        .lock()
+        .expect("engine")
+        .flush_durable(Duration::from_secs(5));
     if let Some(rt) = embedded {
         rt.shutdown()
             .await
             .context("the embedded runtime did not shut down cleanly")?;
+    }
+    if let Some(path) = quit {
+        return Err(Quit(path).into());
     }
     Ok(())
 }

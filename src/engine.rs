@@ -8,8 +8,9 @@
 
 use std::sync::Arc;
 
-use crate::core::{Command, Node};
-use crate::ledger::{Event, Ledger, LedgerConfig, Record, Time, TraceParent};
+use crate::core::{fold, Command, Node};
+use crate::ledger::durable::{DurableWriter, Loaded};
+use crate::ledger::{Event, Ledger, LedgerConfig, Record, Snapshot, Time, TraceParent};
 use crate::observe::fold::{FoldObserver, Parent};
 
 /// A command for the shell, with the record whose fold emitted it.
@@ -33,6 +34,8 @@ pub struct Engine {
     node: Node,
     snapshot_requests: u64,
     observer: FoldObserver,
+    /// The durable ledger, when `--ledger-dir` is set: every record and snapshot goes to it.
+    durable: Option<DurableWriter<Node>>,
 }
 
 impl Engine {
@@ -43,6 +46,7 @@ impl Engine {
             node: Node::default(),
             snapshot_requests: 0,
             observer: FoldObserver::default(),
+            durable: None,
         }
     }
 
@@ -59,6 +63,47 @@ impl Engine {
     /// Hands buffered fold spans to the export queue (call when idle).
     pub fn flush_spans(&mut self) {
         self.observer.flush_spans();
+    }
+
+    /// An engine that continues a loaded durable ledger: the snapshot's state with the
+    /// loaded records folded onto it (their commands are not emitted: they belong to the
+    /// previous lifetime), writing on through `durable`.
+    pub fn resume(
+        config: LedgerConfig,
+        loaded: Loaded<Node>,
+        durable: Option<DurableWriter<Node>>,
+    ) -> Engine {
+        let mut node = loaded
+            .snapshot
+            .as_ref()
+            .map(|s| s.state.clone())
+            .unwrap_or_default();
+        let records: Vec<Arc<Record>> = loaded.records.into_iter().map(Arc::new).collect();
+        for r in &records {
+            let _ = fold(&mut node, r);
+        }
+        let snapshot = loaded.snapshot.map(|s| Snapshot {
+            seq: s.seq,
+            at: s.at,
+            state: Arc::new(s.state),
+        });
+        Engine {
+            ledger: Ledger::resume(config, snapshot, records),
+            node,
+            snapshot_requests: 0,
+            observer: FoldObserver::default(),
+            durable,
+        }
+    }
+
+    /// The durable writer, if any.
+    pub fn durable(&self) -> Option<&DurableWriter<Node>> {
+        self.durable.as_ref()
+    }
+
+    /// Writes and fsyncs what the durable ledger has queued (waits at most `timeout`).
+    pub fn flush_durable(&self, timeout: std::time::Duration) -> bool {
+        self.durable.as_ref().is_none_or(|d| d.flush(timeout))
     }
 
     /// The folded state.
@@ -87,10 +132,17 @@ impl Engine {
         while let Some((cause, parent, event)) = queue.pop_front() {
             let opened = self.observer.open(parent, &event);
             let record = self.ledger.append(at, cause, opened.map(|o| o.ctx), event);
+            if let Some(d) = &self.durable {
+                d.append(record.clone());
+            }
             let commands = self.observer.fold(&mut self.node, &record, opened);
-            if self.ledger.wants_snapshot() {
+            let durable_wants = self.durable.as_ref().is_some_and(|d| d.wants_snapshot());
+            if self.ledger.wants_snapshot() || durable_wants {
                 self.snapshot_requests += 1;
                 self.ledger.store_snapshot(Arc::new(self.node.clone()));
+                if let (Some(d), Some(s)) = (&self.durable, self.ledger.snapshots().last()) {
+                    d.snapshot(s.clone());
+                }
             }
             // Derived events are folded in emission order, before any later input; the
             // other commands go to the shell in emission order too.

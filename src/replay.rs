@@ -11,8 +11,8 @@ use std::io::BufRead;
 use serde::Serialize;
 
 use crate::core::pod_workers::{PodSyncStatus, WorkerActivity};
-use crate::core::{fold, Node, Uid};
-use crate::ledger::{DecodeError, Line, Reader, Time};
+use crate::core::{fold, Command, Node, Uid};
+use crate::ledger::{DecodeError, Line, Reader, Record, Time};
 
 /// Where to stop folding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,19 +116,84 @@ pub struct Replayed {
 }
 
 /// Folds the ledger read from `input` until `until` (or the end).
-pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, ReplayError> {
+pub fn replay(input: impl BufRead + Send, until: Option<Until>) -> Result<Replayed, ReplayError> {
+    replay_with(input, until, |_: Fold<'_>| {})
+}
+
+/// What [`replay_with`] shows its observer.
+pub enum Fold<'a> {
+    /// The ledger starts from this snapshot (its state is the node now).
+    Snapshot {
+        /// The snapshot's seq.
+        seq: u64,
+    },
+    /// `record` was just folded into `node` and the fold asked for `commands`.
+    Record {
+        /// The state after the record.
+        node: &'a Node,
+        /// The record.
+        record: &'a Record,
+        /// What the fold emitted (derived events as `Command::Append`).
+        commands: &'a [Command],
+        /// The record's 1-based line in the input.
+        line: u64,
+    },
+}
+
+/// [`replay`], showing every fold (with the commands it emitted) to `observe`.
+pub fn replay_with(
+    input: impl BufRead + Send,
+    until: Option<Until>,
+    observe: impl FnMut(Fold<'_>),
+) -> Result<Replayed, ReplayError> {
+    // Decoding (one thread) and folding (this one) run side by side; the decoder is at most
+    // DECODE_AHEAD_BATCHES batches ahead.
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Decoded>>(DECODE_AHEAD_BATCHES);
+        scope.spawn(move || {
+            let mut reader: Reader<_, Node> = Reader::new(input);
+            let mut batch = Vec::with_capacity(DECODE_BATCH_LINES);
+            while let Some(line) = reader.next() {
+                let failed = line.is_err();
+                batch.push((reader.line_no(), line));
+                if failed || batch.len() == DECODE_BATCH_LINES {
+                    let full =
+                        std::mem::replace(&mut batch, Vec::with_capacity(DECODE_BATCH_LINES));
+                    if tx.send(full).is_err() || failed {
+                        return;
+                    }
+                }
+            }
+            let _ = tx.send(batch);
+        });
+        fold_lines(rx.into_iter().flatten(), until, observe)
+    })
+}
+
+/// Lines decoded per batch handed to the folding thread.
+const DECODE_BATCH_LINES: usize = 1024;
+/// Batches the decoder may be ahead of the fold.
+const DECODE_AHEAD_BATCHES: usize = 8;
+
+type Decoded = (u64, Result<Line<Node>, DecodeError>);
+
+fn fold_lines(
+    lines: impl Iterator<Item = Decoded>,
+    until: Option<Until>,
+    mut observe: impl FnMut(Fold<'_>),
+) -> Result<Replayed, ReplayError> {
     let mut node = Node::default();
     let mut base_seq = 0;
     let mut expected = 1u64;
     let mut folded = 0u64;
     let mut kills = crate::restarts::KillLog::default();
-    let mut reader: Reader<_, Node> = Reader::new(input);
-    while let Some(line) = reader.next() {
+    for (line_no, line) in lines {
         match line? {
             Line::Snapshot(s) => {
                 node = s.state;
                 base_seq = s.seq;
                 expected = s.seq + 1;
+                observe(Fold::Snapshot { seq: s.seq });
             }
             Line::Record(r) => {
                 if r.seq != expected {
@@ -146,7 +211,7 @@ pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, Rep
                         )
                     };
                     return Err(ReplayError::NotReplayable {
-                        line: reader.line_no(),
+                        line: line_no,
                         what,
                     });
                 }
@@ -158,8 +223,14 @@ pub fn replay(input: impl BufRead, until: Option<Until>) -> Result<Replayed, Rep
                 if stop {
                     break;
                 }
-                fold(&mut node, &r);
+                let commands = fold(&mut node, &r);
                 kills.observe(&r);
+                observe(Fold::Record {
+                    node: &node,
+                    record: &r,
+                    commands: &commands,
+                    line: line_no,
+                });
                 expected = r.seq + 1;
                 folded += 1;
             }

@@ -102,6 +102,10 @@ fn one_of_each_kind() -> Vec<Event> {
             duration_ms: 12,
         }),
         Event::NodeShutdown(NodeShutdown {}),
+        Event::AgentRestarted(ledgerlet::ledger::event::AgentRestarted {
+            previous_seq: 41,
+            dropped: Some("segment-00000000000000000001.ndjson line 42: torn".into()),
+        }),
         Event::StatusSyncFinished(StatusSyncFinished {
             uid: Uid::new("u1"),
             version: 3,

@@ -431,6 +431,17 @@ fn assert_replay_explains_restarts(agent: &Agent, pod: &str, uid: &str, threshol
     assert_eq!(pods.len(), 1);
     let json_kills = pods[0]["kills"].as_array().unwrap();
     assert_eq!(json_kills.len(), kills.len());
+    // `ledgerlet explain` tells the same story in words, naming the same records
+    let explain = std::process::Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
+        .args(["explain", file.to_str().unwrap(), "--pod", &full])
+        .output()
+        .unwrap();
+    assert!(
+        explain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&explain.stderr)
+    );
+    let explain = String::from_utf8(explain.stdout).unwrap();
     for (k, (seq, _, _)) in json_kills.iter().zip(&kills) {
         assert_eq!(k["seq"].as_u64(), Some(*seq));
         let runs = k["verdict"]["runs"].as_array().unwrap();
@@ -440,6 +451,18 @@ fn assert_replay_explains_restarts(agent: &Agent, pod: &str, uid: &str, threshol
             assert!(records.iter().any(|rec| rec.seq == s
                 && matches!(&rec.event, Event::ProbeFinished(f) if f.result == RunResult::Failure)));
         }
+        let seqs: Vec<String> = runs.iter().map(|r| r["seq"].to_string()).collect();
+        let because = format!(
+            "its liveness probe failed {threshold} times in a row (records {}; verdict record {})",
+            seqs.join(", "),
+            k["verdict"]["seq"]
+        );
+        assert!(
+            explain.contains(&format!(
+                "was stopped (record {seq}): Container main failed liveness probe"
+            )) && explain.contains(&because),
+            "explain does not name the kill {seq} and {because}:\n{explain}"
+        );
     }
 }
 

@@ -6,6 +6,8 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments, files, malformed
 //! ledger lines).
 
+mod explain_cmd;
+mod ledger_cmd;
 mod replay_cmd;
 mod run_cmd;
 mod runtime_cmd;
@@ -29,6 +31,13 @@ enum Cmd {
     Run(Box<run_cmd::RunArgs>),
     /// Fold an exported ledger offline and print the pod-worker state.
     Replay(replay_cmd::ReplayArgs),
+    /// Explain a pod's life in a ledger in plain language, naming the causing records.
+    Explain(explain_cmd::ExplainArgs),
+    /// What changed in a pod's worker, status and probe state between two records.
+    Diff(explain_cmd::DiffArgs),
+    /// A running agent's ledger: tail (stream) or export it.
+    #[command(subcommand)]
+    Ledger(ledger_cmd::LedgerCmd),
     /// The embedded CRI runtime.
     #[command(subcommand)]
     Runtime(runtime_cmd::RuntimeCmd),
@@ -41,5 +50,8 @@ pub fn main() -> ExitCode {
         Cmd::Run(args) => run_cmd::run(*args),
         Cmd::Replay(args) => replay_cmd::run(args),
         Cmd::Runtime(cmd) => runtime_cmd::run(cmd),
+        Cmd::Ledger(cmd) => ledger_cmd::run(cmd),
+        Cmd::Explain(args) => explain_cmd::explain(args),
+        Cmd::Diff(args) => explain_cmd::diff(args),
     }
 }

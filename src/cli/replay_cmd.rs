@@ -1,7 +1,6 @@
 //! `ledgerlet replay FILE [--until SEQ|RFC3339] [--pod UID|NAMESPACE/NAME] [--format table|json]`.
 
-use std::fs::File;
-use std::io::{self, BufReader, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -19,7 +18,7 @@ pub enum Format {
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// The NDJSON ledger (an export, `/debug/ledger` output, or a durable segment).
+    /// The ledger: an export (plain or .gz), `/debug/ledger` output, or a --ledger-dir.
     file: PathBuf,
     /// Stop after this seq, or after the last record at or before this RFC 3339 time.
     #[arg(long, value_name = "SEQ|RFC3339")]
@@ -30,17 +29,24 @@ pub struct ReplayArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    /// Instead of printing the state, check that every derived record and every command
+    /// outcome was caused by what the fold of its cause emits (exit 1 if not).
+    #[arg(long)]
+    verify: bool,
 }
 
 pub fn run(args: ReplayArgs) -> ExitCode {
-    let file = match File::open(&args.file) {
+    let file = match crate::postmortem::progress::open_with_progress(&args.file) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("ledgerlet replay: cannot open {}: {e}", args.file.display());
             return ExitCode::from(2);
         }
     };
-    let replayed = match replay(BufReader::with_capacity(1 << 20, file), args.until) {
+    if args.verify {
+        return verify(file, &args);
+    }
+    let replayed = match replay(file, args.until) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("ledgerlet replay: {}: {e}", args.file.display());
@@ -62,4 +68,22 @@ pub fn run(args: ReplayArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+fn verify(file: impl std::io::BufRead + Send, args: &ReplayArgs) -> ExitCode {
+    use crate::postmortem::verify;
+    match verify::verify(file, args.until) {
+        Ok(v) => {
+            print!("{}", verify::render(&v));
+            if v.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("ledgerlet replay: {}: {e}", args.file.display());
+            ExitCode::from(2)
+        }
+    }
 }

@@ -125,6 +125,23 @@ pub struct RunArgs {
     /// Keep at most this many bytes of ledger records in memory.
     #[arg(long, default_value_t = 128 * 1024 * 1024)]
     ledger_max_bytes: u64,
+    /// Also serve the ledger stream (gRPC `ledgerlet.v1.Ledger`) on this loopback address
+    /// (it is always served on <root-dir>/ledger.sock).
+    #[arg(long, value_name = "HOST:PORT")]
+    ledger_grpc_address: Option<std::net::SocketAddr>,
+    /// Keep the ledger on disk in this directory (segments, batched fsync): the agent
+    /// continues its history and its seq after a restart.
+    #[arg(long)]
+    ledger_dir: Option<PathBuf>,
+    /// fsync the durable ledger at least this often (a machine crash loses at most this).
+    #[arg(long, default_value_t = crate::ledger::durable::DEFAULT_FSYNC_PERIOD_MS)]
+    ledger_fsync_period_ms: u64,
+    /// Start a new durable segment once the current one reaches this size.
+    #[arg(long, default_value_t = crate::ledger::durable::DEFAULT_SEGMENT_MAX_BYTES)]
+    ledger_segment_max_bytes: u64,
+    /// Delete the oldest durable segments beyond this many bytes in --ledger-dir.
+    #[arg(long, default_value_t = crate::ledger::durable::DEFAULT_DIR_MAX_BYTES)]
+    ledger_dir_max_bytes: u64,
     /// Stop every pod when the agent exits.
     #[arg(long, value_enum, default_value = "auto")]
     stop_pods_on_exit: StopPods,
@@ -234,6 +251,15 @@ pub fn run(args: RunArgs) -> ExitCode {
         inbox_capacity: 4096,
         stop_pods_on_exit,
         event_log_capacity: 1000,
+        ledger_grpc_address: args.ledger_grpc_address,
+        durable: args
+            .ledger_dir
+            .map(|dir| crate::ledger::durable::DurableConfig {
+                fsync_period_ms: args.ledger_fsync_period_ms,
+                segment_max_bytes: args.ledger_segment_max_bytes,
+                dir_max_bytes: args.ledger_dir_max_bytes,
+                ..crate::ledger::durable::DurableConfig::new(dir)
+            }),
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -245,15 +271,29 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = rt.block_on(crate::daemon::run(opts));
+    use crate::postmortem::flight_recorder;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(crate::daemon::run(opts))
+    }));
+    // spans buffered for the collector go out (bounded wait) whatever the outcome
     if let Some(t) = crate::observe::otel::global() {
         t.shutdown(std::time::Duration::from_secs(3));
     }
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) if e.is::<crate::daemon::Quit>() => {
             eprintln!("ledgerlet run: {e:#}");
+            ExitCode::from(2)
+        }
+        Ok(Err(e)) => {
+            eprintln!("ledgerlet run: {e:#}");
+            flight_recorder::record(&format!("fatal error: {e:#}"));
             ExitCode::from(1)
+        }
+        Err(_) => {
+            // the panic hook started a recording; let it finish before the process exits
+            flight_recorder::wait_pending();
+            ExitCode::from(101)
         }
     }
 }

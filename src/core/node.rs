@@ -238,6 +238,14 @@ impl Node {
             }
             // For operators: the source keeps the file's last valid pods, so nothing changes.
             Event::ManifestRejected(_) => {}
+            // a restarted agent knows nothing it did not observe again (kubelet restart)
+            Event::AgentRestarted(_) => {
+                *self = Node {
+                    last_seq: record.seq,
+                    last_at: record.at,
+                    ..Node::default()
+                };
+            }
             Event::StatusSyncFinished(f) => self.on_status_sync_finished(f, out),
             Event::NodeInfoObserved(n) => self.node_status.on_node_info(ncx!(self, now, out), n),
             Event::RuntimeHealth(h) => self.node_status.on_runtime_health(ncx!(self, now, out), h),

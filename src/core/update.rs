@@ -84,13 +84,25 @@ pub struct UpdatePod {
     /// What kind of update this is.
     pub update_type: UpdateType,
     /// The config pod. Required unless `running_pod` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::ledger::shared::opt_arc"
+    )]
     pub pod: Option<Arc<Pod>>,
     /// The mirror pod of a static pod, if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::ledger::shared::opt_arc"
+    )]
     pub mirror_pod: Option<Arc<Pod>>,
     /// A runtime-only pod (no config); only valid with `Kill`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::ledger::shared::opt_arc"
+    )]
     pub running_pod: Option<Arc<RunningPod>>,
     /// Kill options.
     #[serde(default, skip_serializing_if = "Option::is_none")]

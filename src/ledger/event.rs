@@ -41,6 +41,7 @@ pub struct PodConfigChange {
     /// Which source saw the change.
     pub source: PodSource,
     /// The pod as the source has it now (for removals: as it was last seen).
+    #[serde(with = "super::shared::arc")]
     pub pod: Arc<Pod>,
 }
 
@@ -77,7 +78,11 @@ pub struct RuntimeStatusObserved {
     /// The pod.
     pub uid: Uid,
     /// The status; absent (with `error` absent) when the runtime has nothing for the pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::shared::opt_arc"
+    )]
     pub status: Option<Arc<RuntimePodStatus>>,
     /// Why the inspection failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -399,6 +404,20 @@ pub struct PodRejected {
     pub message: String,
 }
 
+/// The agent started again on a durable ledger (`--ledger-dir`) that holds a previous
+/// lifetime. Like a restarted kubelet, the core forgets everything it folded (in-flight
+/// syncs, timers, caches): the sources, the PLEG and the API server tell it again what
+/// exists, and the pod workers adopt what still runs. The history stays in the ledger.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRestarted {
+    /// The last seq of the previous lifetime that was recovered.
+    pub previous_seq: u64,
+    /// What was dropped from the end of the durable ledger at start-up (a torn or unreadable
+    /// record), if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<String>,
+}
+
 /// The static pod source could not use a manifest (or the manifest path itself); the pods
 /// it last accepted from that file, if any, keep running. Reported once per change, not per
 /// scan. Informational for the core (a no-op fold); it is in the ledger for operators.
@@ -495,6 +514,8 @@ events! {
     RuntimeActionFinished(RuntimeActionFinished),
     /// The node is shutting down.
     NodeShutdown(NodeShutdown),
+    /// The agent restarted on a durable ledger; the core starts afresh.
+    AgentRestarted(AgentRestarted),
     /// A status sync finished.
     StatusSyncFinished(StatusSyncFinished),
     /// The machine as the node would register it.
@@ -547,6 +568,7 @@ impl Event {
             | Event::SourceReady(_)
             | Event::SyncKnownPods(_)
             | Event::NodeShutdown(_)
+            | Event::AgentRestarted(_)
             | Event::ManifestRejected(_) => None,
         }
     }

@@ -4,8 +4,12 @@
 //! decide anything: the core folds records, the daemon appends them.
 
 pub mod codec;
+pub mod durable;
 pub mod event;
+pub mod export;
+pub mod filter;
 pub mod record;
+pub mod shared;
 mod size;
 pub mod store;
 pub mod time;

@@ -140,6 +140,7 @@ fn own_heap_bytes(r: &Record) -> usize {
             uid(&a.uid) + action + outcome
         }
         Event::ManifestRejected(m) => m.path.len() + m.error.len(),
+        Event::AgentRestarted(a) => a.dropped.as_ref().map_or(0, String::len),
         Event::NodeInfoObserved(_) => 0,
         Event::RuntimeHealth(h) => h.message.len(),
         Event::NodeSyncFinished(n) => {

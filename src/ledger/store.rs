@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use super::codec::Snapshot;
 use super::event::Event;
@@ -112,6 +112,10 @@ pub struct Ledger<S> {
     snapshots: VecDeque<Arc<Snapshot<Arc<S>>>>,
     records_since_snapshot: u64,
     followers: broadcast::Sender<Arc<Record>>,
+    /// The newest seq, for cursor followers (`stream`) that read the ledger at their pace.
+    seq_tx: watch::Sender<u64>,
+    /// The seq of the snapshot a resumed ledger starts from (0: the ledger starts at seq 1).
+    base_seq: u64,
 }
 
 impl<S> Ledger<S> {
@@ -129,7 +133,39 @@ impl<S> Ledger<S> {
             snapshots: VecDeque::new(),
             records_since_snapshot: 0,
             followers,
+            seq_tx: watch::Sender::new(last_seq),
+            base_seq: 0,
         }
+    }
+
+    /// A ledger that continues a loaded history: `snapshot` (the state after its seq, if the
+    /// history does not start at seq 1) and the dense `records` after it. Retention applies
+    /// as if they had been appended; the next append gets the seq after the last of them.
+    pub fn resume(
+        config: LedgerConfig,
+        snapshot: Option<Snapshot<Arc<S>>>,
+        records: Vec<Arc<Record>>,
+    ) -> Self {
+        let base = snapshot.as_ref().map_or(0, |s| s.seq);
+        let mut ledger = Ledger::new(config, base);
+        ledger.base_seq = base;
+        if let Some(s) = snapshot {
+            ledger.last_at = s.at;
+            ledger.snapshots.push_back(Arc::new(s));
+        }
+        for r in records {
+            debug_assert_eq!(r.seq, ledger.last_seq + 1, "resumed records are dense");
+            ledger.last_seq = r.seq;
+            ledger.last_at = ledger.last_at.max(r.at);
+            let own = ledger.shared.retain(&r);
+            ledger.own_bytes += own;
+            ledger
+                .records
+                .push_back((r, own.min(u64::from(u32::MAX)) as u32));
+            ledger.records_since_snapshot += 1;
+            ledger.evict();
+        }
+        ledger
     }
 
     /// The limits in force.
@@ -166,6 +202,9 @@ impl<S> Ledger<S> {
             let _ = self.followers.send(record.clone());
         }
         self.evict();
+        if self.seq_tx.receiver_count() > 0 {
+            self.seq_tx.send_replace(self.last_seq);
+        }
         record
     }
 
@@ -244,7 +283,7 @@ impl<S> Ledger<S> {
     /// later record is retained (or `None` if the ledger still holds everything since seq 1
     /// and no snapshot is needed), and the records after it.
     pub fn replay_base(&self) -> ReplayBase<S> {
-        if self.evicted == 0 {
+        if self.evicted == 0 && self.base_seq == 0 {
             return (None, self.since(0).cloned().collect());
         }
         let first = self.first_seq().unwrap_or(self.last_seq + 1);
@@ -253,9 +292,21 @@ impl<S> Ledger<S> {
         (snap, self.since(from).cloned().collect())
     }
 
+    /// Retained snapshots, oldest first.
+    pub fn snapshots(&self) -> impl Iterator<Item = &Arc<Snapshot<Arc<S>>>> + '_ {
+        self.snapshots.iter()
+    }
+
     /// A new follower receiving every record appended from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Record>> {
         self.followers.subscribe()
+    }
+
+    /// The newest seq, updated on every append while someone watches (a cursor follower
+    /// waits on it, then reads the records itself).
+    pub fn watch_seq(&self) -> watch::Receiver<u64> {
+        self.seq_tx.send_replace(self.last_seq);
+        self.seq_tx.subscribe()
     }
 
     /// Counters for metrics and `/debug/state`.

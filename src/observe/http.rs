@@ -1,8 +1,8 @@
 //! The node's HTTP server (the kubelet's read-only port, plus ledgerlet's debug endpoints).
 //!
-//! Owns `/healthz`, `/metrics` (see `metrics`), `/pods`, `/debug/ledger` (NDJSON; `?since=SEQ`,
-//! `?pod=UID|NAMESPACE/NAME`, `?follow=true`), `/debug/state` and `/debug/events`. Must not
-//! hold the engine lock while writing a response: it copies what it needs (records are
+//! Owns `/healthz`, `/metrics` (see `metrics`), `/metrics/probes`, `/pods`, `/debug/ledger`
+//! (NDJSON; `?since=SEQ`, `?pod=UID|NAMESPACE/NAME`, `?kind=K1,K2`, `?follow=true`),
+//! `/debug/state` and `/debug/events`. Must not hold the engine lock while writing a response: it copies what it needs (records are
 //! shared `Arc`s) and serialises outside the lock, so a slow client never slows the fold.
 
 use std::collections::HashMap;
@@ -19,14 +19,13 @@ use axum::Router;
 use bytes::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio_stream::wrappers::BroadcastStream;
-use tokio_stream::StreamExt;
 
 use crate::core::{pod, Node, Uid};
 use crate::engine::Engine;
 use crate::ledger::{codec, Record};
 use crate::shell::events::EventLog;
 use crate::sources::pleg::PlegHealth;
+use crate::stream::cursor::{Cursor, Step};
 
 /// What the endpoints read.
 #[derive(Clone)]
@@ -189,53 +188,68 @@ async fn ledger(State(s): State<HttpState>, Query(q): Query<HashMap<String, Stri
         }
     };
     let follow = matches!(q.get("follow").map(String::as_str), Some("true" | "1"));
-    let (records, follower, pod_uid) = {
-        let engine = s.engine.lock().expect("engine");
-        let pod_uid = match q.get("pod") {
-            Some(f) => match resolve_pod(engine.node(), f) {
-                Some(u) => Some(u),
-                None => {
-                    return (
-                        StatusCode::NOT_FOUND,
-                        format!("no pod {f:?} is known to this node\n"),
-                    )
-                        .into_response()
-                }
-            },
-            None => None,
-        };
-        let records: Vec<Arc<Record>> = engine.ledger().since(since).cloned().collect();
-        let follower = follow.then(|| engine.ledger().subscribe());
-        (records, follower, pod_uid)
-    };
-    let last = records
-        .last()
-        .map(|r| r.seq)
-        .unwrap_or(since.saturating_sub(1));
-    let matches = move |r: &Record| match &pod_uid {
-        Some(u) => r.event.pod_uid().as_ref() == Some(u),
-        None => true,
-    };
-    let head: Vec<Result<Bytes, Infallible>> = records
-        .iter()
-        .filter(|r| matches(r))
-        .map(|r| Ok(line(r)))
-        .collect();
-    let head = tokio_stream::iter(head);
-    let body = match follower {
-        None => Body::from_stream(head),
-        Some(rx) => {
-            let tail = BroadcastStream::new(rx).filter_map(move |item| match item {
-                Ok(r) if r.seq > last && matches(&r) => Some(Ok::<Bytes, Infallible>(line(&r))),
-                Ok(_) => None,
-                Err(tokio_stream::wrappers::errors::BroadcastStreamRecvError::Lagged(n)) => {
-                    Some(Ok(Bytes::from(format!(
-                        "{{\"lagged\":{n},\"hint\":\"this follower fell behind; reconnect with ?since= the last seq you saw\"}}\n"
-                    ))))
-                }
-            });
-            Body::from_stream(head.chain(tail))
+    let kinds: Vec<String> = q
+        .get("kind")
+        .map(|k| k.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let pod_arg = q.get("pod").cloned().unwrap_or_default();
+    // a NAMESPACE/NAME must be known to the node (a UID is taken as given)
+    if pod_arg.contains('/') {
+        let known = resolve_pod(s.engine.lock().expect("engine").node(), &pod_arg).is_some();
+        if !known {
+            return (
+                StatusCode::NOT_FOUND,
+                format!("no pod {pod_arg:?} is known to this node\n"),
+            )
+                .into_response();
         }
+    }
+    let mut filter = match crate::stream::server::request_filter(&s.engine, &pod_arg, kinds) {
+        Ok(f) => f,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
     };
+    // A cursor reads the ledger at this client's pace: the fold never waits for it, and if
+    // it falls behind retention it gets a `lagged` line saying what it missed and where it
+    // continues.
+    let mut cursor = Cursor::new(s.engine.clone(), since, follow);
+    let body = async_stream(move |tx| async move {
+        loop {
+            let chunk = match cursor.next().await {
+                Step::End => return,
+                Step::Lagged {
+                    missed_from,
+                    missed_to,
+                    resume_from,
+                } => Bytes::from(format!(
+                    "{{\"lagged\":{{\"missed_from\":{missed_from},\"missed_to\":{missed_to},\"resume_from\":{resume_from}}},\"hint\":\"records {missed_from}..={missed_to} were evicted before this follower read them; it continues at seq {resume_from}\"}}\n"
+                )),
+                Step::Records(batch) => {
+                    let mut out = Vec::new();
+                    for r in batch.iter().filter(|r| filter.matches(r)) {
+                        out.extend_from_slice(&line(r));
+                    }
+                    if out.is_empty() {
+                        continue;
+                    }
+                    Bytes::from(out)
+                }
+            };
+            if tx.send(Ok::<Bytes, Infallible>(chunk)).await.is_err() {
+                return;
+            }
+        }
+    });
     ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+}
+
+/// A body fed by a task through a small bounded channel (the task waits on a slow client;
+/// nothing else does).
+fn async_stream<F, Fut>(f: F) -> Body
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(f(tx));
+    Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
 }

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
 use crate::core::command::{ContainerKind, ContainerStart};
 use crate::core::pod;
 use crate::cri::v1;
+use crate::shell::secrets::SecretValues;
 
 /// `io.kubernetes.pod.name`
 pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
@@ -259,6 +260,19 @@ pub fn container_config(
     pod_ip: &str,
     volumes: &super::volumes::VolumePaths,
 ) -> Result<v1::ContainerConfig, ConfigError> {
+    container_config_with_secrets(ctx, p, start, pod_ip, volumes, None)
+}
+
+/// `generateContainerConfig` with the `secretKeyRef` values the shell fetched (`None`: the
+/// node has no API server, so a reference is an error).
+pub fn container_config_with_secrets(
+    ctx: &NodeContext,
+    p: &Pod,
+    start: &ContainerStart,
+    pod_ip: &str,
+    volumes: &super::volumes::VolumePaths,
+    secrets: Option<&SecretValues>,
+) -> Result<v1::ContainerConfig, ConfigError> {
     let c = spec_container(p, start).ok_or_else(|| {
         ConfigError(format!(
             "pod {}/{} has no {:?} container at index {}",
@@ -268,7 +282,7 @@ pub fn container_config(
             start.index
         ))
     })?;
-    let envs = resolve_env(ctx, p, c, pod_ip)?;
+    let envs = resolve_env(ctx, p, c, pod_ip, secrets)?;
     let env_map: BTreeMap<&str, &str> = envs
         .iter()
         .map(|kv| (kv.key.as_str(), kv.value.as_str()))
@@ -401,10 +415,28 @@ fn resolve_env(
     p: &Pod,
     c: &Container,
     pod_ip: &str,
+    secrets: Option<&SecretValues>,
 ) -> Result<Vec<v1::KeyValue>, ConfigError> {
     let mut resolved: Vec<v1::KeyValue> = Vec::new();
     for (i, e) in c.env.iter().flatten().enumerate() {
-        let value = env_value(ctx, p, c, e, i, pod_ip)?;
+        let secret_ref = e
+            .value_from
+            .as_ref()
+            .and_then(|f| f.secret_key_ref.as_ref());
+        let value = match (secret_ref, secrets) {
+            (Some(r), Some(values)) => match values.get(&(r.name.clone(), r.key.clone())) {
+                Some(v) => v.clone(),
+                // an optional reference the resolver found nothing for: the variable is unset
+                None if r.optional == Some(true) => continue,
+                None => {
+                    return Err(ConfigError(format!(
+                        "container {}: env[{i}] ({}): key {} of Secret {} was not resolved",
+                        c.name, e.name, r.key, r.name
+                    )))
+                }
+            },
+            _ => env_value(ctx, p, c, e, i, pod_ip)?,
+        };
         let known: BTreeMap<&str, &str> = resolved
             .iter()
             .map(|kv| (kv.key.as_str(), kv.value.as_str()))
@@ -475,7 +507,7 @@ fn env_value(
     if from.secret_key_ref.is_some() || from.config_map_key_ref.is_some() {
         return Err(ConfigError(field(
             "secretKeyRef and configMapKeyRef need the API server, which this node does not \
-             use (standalone mode)",
+             use (standalone mode; configMapKeyRef is not supported yet)",
         )));
     }
     if from.resource_field_ref.is_some() {

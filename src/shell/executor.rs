@@ -64,6 +64,8 @@ pub struct Executor {
     ctx: Arc<NodeContext>,
     report: Report,
     cancels: Arc<Mutex<CancelTable>>,
+    /// Resolves `secretKeyRef` env (only when the node talks to an API server).
+    secrets: Option<Arc<super::secrets::SecretResolver>>,
 }
 
 struct Step<'a> {
@@ -119,7 +121,14 @@ impl Executor {
             ctx: Arc::new(ctx),
             report,
             cancels: Arc::default(),
+            secrets: None,
         }
+    }
+
+    /// The same executor resolving `secretKeyRef` env through `resolver`.
+    pub fn with_secrets(mut self, resolver: super::secrets::SecretResolver) -> Executor {
+        self.secrets = Some(Arc::new(resolver));
+        self
     }
 
     /// The CRI client.
@@ -437,10 +446,28 @@ impl Executor {
         }
         // create
         let started = Instant::now();
-        let config = volumes
-            .as_ref()
-            .map_err(|e| ConfigError(e.clone()))
-            .and_then(|v| cri_config::container_config(&self.ctx, p, s, pod_ip, v));
+        let secrets = match &self.secrets {
+            Some(r) => r.resolve(p, c).await.map(Some),
+            None => Ok(None),
+        };
+        let config = secrets
+            .map_err(ConfigError)
+            .and_then(|values| {
+                volumes
+                    .as_ref()
+                    .map(|v| (values, v))
+                    .map_err(|e| ConfigError(e.clone()))
+            })
+            .and_then(|(values, v)| {
+                cri_config::container_config_with_secrets(
+                    &self.ctx,
+                    p,
+                    s,
+                    pod_ip,
+                    v,
+                    values.as_ref(),
+                )
+            });
         let create = match config {
             Err(e) => Err(("CreateContainerConfigError", format!("{who}: {e}"))),
             Ok(config) => {

@@ -12,8 +12,10 @@ pub mod hooks;
 pub mod http_get;
 pub mod machine;
 pub mod prober;
+pub mod redact;
 pub mod runtime_health;
 pub mod runtime_view;
+pub mod secrets;
 pub mod timers;
 pub mod volumes;
 

@@ -25,6 +25,7 @@ pub struct Agent {
     pub port: u16,
     pub node_name: String,
     extra: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 /// The flags every test uses: short periods so tests are quick.
@@ -44,7 +45,19 @@ impl Agent {
     /// [`FAST`] that `extra` also sets takes `extra`'s value; `--node-name` in `extra`
     /// replaces `test-node`).
     pub fn start(extra: &[&str]) -> Agent {
+        Agent::start_with_env(extra, &[])
+    }
+
+    /// [`Agent::start`] with extra environment variables.
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Agent {
         let root = tempfile::tempdir().expect("tempdir");
+        Agent::start_in(root, extra, env)
+    }
+
+    /// Starts the agent in an existing test directory (its `state` is the --root-dir), e.g.
+    /// to restart an agent that was killed with [`Agent::kill_hard`]; the log continues in
+    /// the same file.
+    pub fn start_in(root: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Agent {
         let manifests = root.path().join("manifests");
         let logs = root.path().join("pod-logs");
         std::fs::create_dir_all(&manifests).unwrap();
@@ -63,6 +76,10 @@ impl Agent {
             port: 0,
             node_name,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         agent.spawn();
         agent
@@ -117,6 +134,7 @@ impl Agent {
             .args(&fast)
             .args(&extra)
             .env("RUST_LOG", "info,ledgerlet=debug")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -273,6 +291,62 @@ impl Agent {
         }
     }
 
+    /// The agent's --root-dir.
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.path().join("state")
+    }
+
+    /// Sends `signal` and waits (up to 90 s) for the exit status.
+    pub fn signal_and_wait(&mut self, signal: i32) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        unsafe {
+            libc::kill(child.id() as i32, signal);
+        }
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("ledgerlet did not exit within 90 s of signal {signal}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits (up to `secs`) for the agent to exit by itself.
+    pub fn wait_exit(&mut self, secs: u64) -> std::process::ExitStatus {
+        let child = self.child.as_mut().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                self.child = None;
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("ledgerlet did not exit within {secs} s:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the agent with SIGKILL and hands back its test directory (pods on an external
+    /// runtime keep running), for a restart with [`Agent::start_in`].
+    pub fn kill_hard(mut self) -> tempfile::TempDir {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let placeholder = tempfile::tempdir().expect("tempdir");
+        std::mem::replace(&mut self.root, placeholder)
+    }
+
+    /// Runs `ledgerlet ARGS…` (a client subcommand) and returns its output.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        cli(args)
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
@@ -293,7 +367,7 @@ impl Agent {
     }
 
     /// `/debug/ledger` replays (offline, with the library's `replay`) to exactly the state
-    /// `/debug/state` reports. The state is read first, so the ledger read after it holds at
+    /// `/debug/state` reports, and passes `replay --verify`. The state is read first, so the ledger read after it holds at
     /// least as many records; the replay stops at the state's last seq.
     pub fn assert_ledger_replays_to_state(&self) {
         let state = self.state();
@@ -310,6 +384,17 @@ impl Agent {
         assert_eq!(
             replayed.node, state,
             "replayed node differs from /debug/state"
+        );
+        // and the node did what its code says: every caused record is explained
+        let v = ledgerlet::postmortem::verify::verify(
+            text.as_bytes(),
+            Some(ledgerlet::replay::Until::Seq(state.last_seq)),
+        )
+        .expect("the ledger verifies");
+        assert!(
+            v.passed() && v.outcomes_ok > 0,
+            "{}",
+            ledgerlet::postmortem::verify::render(&v)
         );
     }
 
@@ -354,6 +439,15 @@ fn dechunk(body: &str) -> String {
         rest = tail.get(n + 2..).unwrap_or("");
     }
     out
+}
+
+/// Runs `ledgerlet ARGS…` and returns its output.
+pub fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ledgerlet")
 }
 
 /// PIDs of live processes whose command line contains `marker`.

@@ -2,7 +2,8 @@
 //!
 //! **Owns:** an HTTP/1.1 listener on `127.0.0.1:<ephemeral>` (plain HTTP, no TLS) that speaks
 //! the slice of the Kubernetes REST API a node agent uses — `pods` (+`/status`), `nodes`
-//! (+`/status`), `leases` (coordination.k8s.io/v1), `events` (core/v1 and events.k8s.io/v1) —
+//! (+`/status`), `leases` (coordination.k8s.io/v1), `events` (core/v1 and events.k8s.io/v1),
+//! `secrets` —
 //! with list/watch (bounded history, `410 Expired` for compacted resource versions, bookmarks,
 //! `sendInitialEvents` streaming lists), get/create/replace/delete, JSON merge patch and the
 //! subset of strategic merge patch that pod and node status need; a log of every request; and
@@ -53,7 +54,7 @@ use hyper::service::service_fn;
 use hyper::{header, Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod, Secret};
 use k8s_openapi::api::events::v1::Event as EventV1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -342,6 +343,22 @@ impl TestApiServer {
         from_json(created)
     }
 
+    /// Stores a Secret as if created through the API (namespace defaults to `default`).
+    pub fn create_secret(&self, secret: Secret) -> Result<Secret, ApiError> {
+        let namespace = secret
+            .metadata
+            .namespace
+            .clone()
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or_else(|| "default".to_owned());
+        let value = to_json(&secret)?;
+        let created =
+            self.shared
+                .store()
+                .create(Kind::Secret, &namespace, value, CreateMode::Fixture)?;
+        from_json(created)
+    }
+
     pub fn lease(&self, namespace: &str, name: &str) -> Option<Lease> {
         self.shared.store().typed(Kind::Lease, namespace, name)
     }
@@ -413,6 +430,7 @@ enum Kind {
     Lease,
     Event,
     EventV1,
+    Secret,
 }
 
 struct KindInfo {
@@ -429,12 +447,13 @@ struct KindInfo {
     fields: &'static [&'static str],
 }
 
-const ALL_KINDS: [Kind; 5] = [
+const ALL_KINDS: [Kind; 6] = [
     Kind::Pod,
     Kind::Node,
     Kind::Lease,
     Kind::Event,
     Kind::EventV1,
+    Kind::Secret,
 ];
 
 impl Kind {
@@ -498,6 +517,16 @@ impl Kind {
                     "type",
                 ],
             },
+            Kind::Secret => &KindInfo {
+                kind: "Secret",
+                api_version: "v1",
+                prefix: "/api/v1",
+                plural: "secrets",
+                singular: "secret",
+                namespaced: true,
+                status_subresource: false,
+                fields: &["type"],
+            },
             Kind::EventV1 => &KindInfo {
                 kind: "Event",
                 api_version: "events.k8s.io/v1",
@@ -535,6 +564,7 @@ impl Kind {
             Kind::Lease => roundtrip::<Lease>(value),
             Kind::Event => roundtrip::<Event>(value),
             Kind::EventV1 => roundtrip::<EventV1>(value),
+            Kind::Secret => roundtrip::<Secret>(value),
         }?;
         if out.is_object() {
             Ok(out)

@@ -1,0 +1,356 @@
+//! `replay --verify`: the node did what its code says.
+//!
+//! Owns re-folding a ledger and checking every record that names a `cause`: a derived
+//! record must be exactly the next event the fold of its cause derived (the engine appends
+//! derived records depth-first, before any new input), and a command outcome
+//! (`SyncFinished`, `RuntimeActionFinished`, `RuntimeStatusObserved`, `TimerFired`,
+//! `StatusSyncFinished`, `NodeSyncFinished`) must answer a command that the fold of its
+//! cause actually emitted (same pod and sync id, timer key and generation, status version,
+//! node action). Outcomes that must have a cause and have none are violations too. Must not
+//! trust the ledger: it recomputes every command from the records.
+//!
+//! What cannot be checked is counted, not failed: a cause before the start of the ledger
+//! (an export that starts at a snapshot), or one older than the bound on remembered
+//! commands. `AgentRestarted` ends a lifetime: commands of the previous one can no longer
+//! be answered.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::BufRead;
+
+use crate::core::timers::TimerKey;
+use crate::core::{Command, Uid};
+use crate::ledger::{Event, Record};
+use crate::replay::{replay_with, Fold, ReplayError, Until};
+
+/// Causes whose commands are remembered at most (the oldest are forgotten first).
+pub const MAX_REMEMBERED_CAUSES: usize = 1_000_000;
+/// Violations kept for the report (all are counted).
+pub const MAX_REPORTED_VIOLATIONS: usize = 50;
+
+/// What a command's outcome must match.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Expect {
+    Sync(Uid, u64),
+    Inspect(Uid),
+    Timer(TimerKey, u64),
+    Status(Uid, u64),
+    Node(String),
+    /// A probe run: pod, container instance, probe, run id.
+    Probe(Uid, String, crate::core::probes::ProbeType, u64),
+}
+
+/// One record that no command explains.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The record's seq.
+    pub seq: u64,
+    /// Its line in the input.
+    pub line: u64,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {} (record {}): {}", self.line, self.seq, self.what)
+    }
+}
+
+/// The result of a verification.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verification {
+    /// Records folded.
+    pub records: u64,
+    /// Derived records that matched their cause's fold.
+    pub derived_ok: u64,
+    /// Outcomes that answered a command their cause emitted.
+    pub outcomes_ok: u64,
+    /// Records whose cause precedes what could be checked.
+    pub unverifiable: u64,
+    /// Every violation found (counted).
+    pub violations: u64,
+    /// The first [`MAX_REPORTED_VIOLATIONS`] violations.
+    pub reported: Vec<Violation>,
+}
+
+impl Verification {
+    /// True when nothing was wrong.
+    pub fn passed(&self) -> bool {
+        self.violations == 0
+    }
+}
+
+/// The outcome key of a record, if it is a command outcome; `must_have_cause` for kinds
+/// only the shell produces in answer to a command.
+fn outcome_of(e: &Event) -> Option<(Vec<Expect>, bool)> {
+    Some(match e {
+        Event::SyncFinished(f) => (vec![Expect::Sync(f.uid.clone(), f.sync_id)], true),
+        Event::RuntimeActionFinished(a) => (vec![Expect::Sync(a.uid.clone(), a.sync_id)], true),
+        Event::RuntimeStatusObserved(o) => (vec![Expect::Inspect(o.uid.clone())], false),
+        Event::TimerFired(t) => (vec![Expect::Timer(t.key.clone(), t.generation)], true),
+        Event::StatusSyncFinished(s) => (vec![Expect::Status(s.uid.clone(), s.version)], true),
+        Event::NodeSyncFinished(n) => (vec![Expect::Node(format!("{:?}", n.action))], true),
+        Event::ProbeFinished(p) => (
+            vec![Expect::Probe(
+                p.uid.clone(),
+                p.container_id.clone(),
+                p.probe,
+                p.run,
+            )],
+            true,
+        ),
+        _ => return None,
+    })
+}
+
+fn expectation(c: &Command) -> Option<Expect> {
+    if let Some((uid, id)) = c.sync_id() {
+        return Some(Expect::Sync(uid.clone(), id));
+    }
+    Some(match c {
+        Command::InspectPod { uid } => Expect::Inspect(uid.clone()),
+        Command::SetTimer(t) => Expect::Timer(t.key.clone(), t.generation),
+        Command::SyncPodStatus(s) => Expect::Status(s.uid.clone(), s.version),
+        Command::RunProbe(p) => {
+            Expect::Probe(p.uid.clone(), p.container_id.clone(), p.probe, p.run)
+        }
+        Command::Node(n) => Expect::Node(
+            match n {
+                crate::core::command::NodeCommand::Register { .. } => "Register",
+                crate::core::command::NodeCommand::RenewLease { .. } => "RenewLease",
+                crate::core::command::NodeCommand::PatchStatus { .. } => "PatchStatus",
+                crate::core::command::NodeCommand::CreateMirrorPod { .. } => "CreateMirrorPod",
+                crate::core::command::NodeCommand::DeleteMirrorPod { .. } => "DeleteMirrorPod",
+            }
+            .to_string(),
+        ),
+        _ => return None,
+    })
+}
+
+/// Is this outcome the last one its command produces (so the command is answered)?
+fn finishes(e: &Event) -> bool {
+    !matches!(e, Event::RuntimeActionFinished(_))
+}
+
+struct Verifier {
+    out: Verification,
+    base_seq: u64,
+    /// The engine's queue of derived events still to come: (cause, event), front first.
+    derived: VecDeque<(u64, Event)>,
+    /// Commands awaiting outcomes, by the seq of the record whose fold emitted them.
+    pending: BTreeMap<u64, Vec<Expect>>,
+    pending_len: usize,
+    /// The oldest cause still remembered (older ones were forgotten for the bound).
+    forgotten_before: u64,
+    /// Start of the current lifetime (commands before it can no longer be answered).
+    lifetime_start: u64,
+}
+
+impl Verifier {
+    fn violation(&mut self, r: &Record, line: u64, what: String) {
+        self.out.violations += 1;
+        if self.out.reported.len() < MAX_REPORTED_VIOLATIONS {
+            self.out.reported.push(Violation {
+                seq: r.seq,
+                line,
+                what,
+            });
+        }
+    }
+
+    fn check(&mut self, r: &Record, line: u64) {
+        if matches!(r.event, Event::AgentRestarted(_)) {
+            // a lifetime ended (possibly in the middle of a derivation chain)
+            self.derived.clear();
+            self.pending.clear();
+            self.pending_len = 0;
+            self.lifetime_start = r.seq;
+        }
+        if let Some((cause, want)) = self.derived.front() {
+            if r.cause == Some(*cause) && r.event == *want {
+                self.derived.pop_front();
+                self.out.derived_ok += 1;
+                return;
+            }
+            let what = format!(
+                "the fold of record {cause} derived a {} record to come next, but the ledger has {} (cause {})",
+                want.kind(),
+                r.event.kind(),
+                r.cause.map_or("none".to_string(), |c| c.to_string())
+            );
+            self.derived.clear();
+            self.violation(r, line, what);
+        }
+        let Some(cause) = r.cause else {
+            if let Some((_, true)) = outcome_of(&r.event) {
+                self.violation(
+                    r,
+                    line,
+                    format!(
+                        "a {} outcome with no cause: no command asked for it",
+                        r.event.kind()
+                    ),
+                );
+            }
+            return;
+        };
+        if cause <= self.base_seq || cause < self.forgotten_before {
+            self.out.unverifiable += 1;
+            return;
+        }
+        if cause >= r.seq {
+            self.violation(
+                r,
+                line,
+                format!("its cause {cause} is not an earlier record"),
+            );
+            return;
+        }
+        let Some((keys, _)) = outcome_of(&r.event) else {
+            self.violation(
+                r,
+                line,
+                format!(
+                    "a {} record names cause {cause}, but the fold of {cause} did not derive it and {} is not a command outcome",
+                    r.event.kind(),
+                    r.event.kind()
+                ),
+            );
+            return;
+        };
+        if cause < self.lifetime_start {
+            self.violation(
+                r,
+                line,
+                format!("record {cause} belongs to a previous lifetime of the agent"),
+            );
+            return;
+        }
+        let key = &keys[0];
+        let found = self
+            .pending
+            .get(&cause)
+            .and_then(|v| v.iter().position(|k| k == key));
+        match found {
+            Some(i) => {
+                self.out.outcomes_ok += 1;
+                if finishes(&r.event) {
+                    if let Some(v) = self.pending.get_mut(&cause) {
+                        v.remove(i);
+                        self.pending_len -= 1;
+                        if v.is_empty() {
+                            self.pending.remove(&cause);
+                        }
+                    }
+                }
+            }
+            None => {
+                let emitted: Vec<String> = self
+                    .pending
+                    .get(&cause)
+                    .map(|v| v.iter().map(|k| format!("{k:?}")).collect())
+                    .unwrap_or_default();
+                self.violation(
+                    r,
+                    line,
+                    format!(
+                        "no command of record {cause} asked for this {} ({key:?}); its fold emitted {}",
+                        r.event.kind(),
+                        if emitted.is_empty() {
+                            "no command awaiting an outcome".to_string()
+                        } else {
+                            emitted.join(", ")
+                        }
+                    ),
+                );
+            }
+        }
+    }
+
+    fn remember(&mut self, r: &Record, commands: &[Command]) {
+        // derived events come next, depth-first, in emission order
+        let derived: Vec<Event> = commands
+            .iter()
+            .filter_map(|c| match c {
+                Command::Append(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect();
+        for e in derived.into_iter().rev() {
+            self.derived.push_front((r.seq, e));
+        }
+        let keys: Vec<Expect> = commands.iter().filter_map(expectation).collect();
+        if !keys.is_empty() {
+            self.pending_len += keys.len();
+            self.pending.insert(r.seq, keys);
+            while self.pending.len() > MAX_REMEMBERED_CAUSES {
+                if let Some((seq, v)) = self.pending.pop_first() {
+                    self.pending_len -= v.len();
+                    self.forgotten_before = seq + 1;
+                }
+            }
+        }
+    }
+}
+
+/// Re-folds `input` (until `until`) and checks every caused record.
+pub fn verify(
+    input: impl BufRead + Send,
+    until: Option<Until>,
+) -> Result<Verification, ReplayError> {
+    let mut v = Verifier {
+        out: Verification::default(),
+        base_seq: 0,
+        derived: VecDeque::new(),
+        pending: BTreeMap::new(),
+        pending_len: 0,
+        forgotten_before: 0,
+        lifetime_start: 0,
+    };
+    replay_with(input, until, |f| match f {
+        Fold::Snapshot { seq } => v.base_seq = seq,
+        Fold::Record {
+            record,
+            commands,
+            line,
+            ..
+        } => {
+            v.out.records += 1;
+            v.check(record, line);
+            v.remember(record, commands);
+        }
+    })?;
+    Ok(v.out)
+}
+
+/// The report `replay --verify` prints.
+pub fn render(v: &Verification) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "verify: {} records re-folded; {} derived records match their cause's fold; {} outcomes answer a command their cause emitted; {} could not be checked (cause before the start of the ledger)",
+        v.records, v.derived_ok, v.outcomes_ok, v.unverifiable
+    );
+    if v.passed() {
+        let _ = writeln!(s, "verify: OK: the node did what its code says");
+    } else {
+        let _ = writeln!(
+            s,
+            "verify: FAILED: {} record(s) no command of the fold explains:",
+            v.violations
+        );
+        for x in &v.reported {
+            let _ = writeln!(s, "  {x}");
+        }
+        if v.violations as usize > v.reported.len() {
+            let _ = writeln!(
+                s,
+                "  … and {} more",
+                v.violations as usize - v.reported.len()
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,193 @@
+//! Issue 8 acceptance: a secret never reaches the ledger in clear. A pod bound to the node
+//! takes an env var from a Secret through `secretKeyRef`; one container proves it received
+//! the value, another leaks it the way real workloads do (a `$(VAR)` in its command that the
+//! runtime's start error repeats). The value must appear in none of `/debug/ledger`, an
+//! export, the ledger stream or the durable segments, while `[redacted]` shows where it was.
+
+#[path = "support/apiserver.rs"]
+mod apiserver;
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use apiserver::TestApiServer;
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, EnvVarSource, Pod, PodSpec, PodStatus, Secret, SecretKeySelector,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::ByteString;
+use support::agent::{cli, Agent};
+
+const NODE: &str = "test-node";
+const SECRET: &str = "s3cr3t-Value-42";
+
+fn read_all(path: &Path) -> String {
+    let mut s = String::new();
+    ledgerlet::ledger::export::open_file(path)
+        .unwrap()
+        .read_to_string(&mut s)
+        .unwrap();
+    s
+}
+
+fn read_all_segments(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        out.push_str(&String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()));
+    }
+    out
+}
+
+#[test]
+fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_segments() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = rt.block_on(TestApiServer::start());
+    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        kubeconfig.path(),
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n",
+            api.url()
+        ),
+    )
+    .unwrap();
+    api.create_secret(Secret {
+        metadata: ObjectMeta {
+            name: Some("db".into()),
+            namespace: Some("default".into()),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(
+            "token".to_string(),
+            ByteString(SECRET.as_bytes().to_vec()),
+        )])),
+        ..Secret::default()
+    })
+    .unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let ledger_dir = root.path().join("ledger");
+    let agent = Agent::start_in(
+        root,
+        &[
+            "--kubeconfig",
+            kubeconfig.path().to_str().unwrap(),
+            "--ledger-dir",
+            ledger_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let proof = agent.root.path().join("proof.txt");
+    let token = EnvVar {
+        name: "TOKEN".into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: "db".into(),
+                key: "token".into(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    };
+    api.create_pod(Pod {
+        metadata: ObjectMeta {
+            name: Some("app".into()),
+            namespace: Some("default".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(NODE.into()),
+            termination_grace_period_seconds: Some(1),
+            containers: vec![
+                Container {
+                    name: "main".into(),
+                    image: Some("busybox".into()),
+                    env: Some(vec![token.clone()]),
+                    command: Some(vec![
+                        "sh".into(),
+                        "-c".into(),
+                        format!("echo \"$TOKEN\" > {}; exec sleep 3600", proof.display()),
+                    ]),
+                    ..Container::default()
+                },
+                Container {
+                    name: "leak".into(),
+                    image: Some("busybox".into()),
+                    env: Some(vec![token]),
+                    command: Some(vec!["/nonexistent/$(TOKEN)".into()]),
+                    ..Container::default()
+                },
+            ],
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus::default()),
+    })
+    .unwrap();
+    // the value reached the container …
+    agent.wait_for("the container to receive the secret", 60, |_| {
+        std::fs::read_to_string(&proof)
+            .ok()
+            .filter(|s| s.trim() == SECRET)
+    });
+    // … and the start error that would have carried it was recorded, redacted
+    agent.wait_for(
+        "the leaking container's start error in the ledger",
+        60,
+        |a| {
+            a.ledger_text()
+                .contains("/nonexistent/[redacted]")
+                .then_some(())
+        },
+    );
+    let debug = agent.ledger_text();
+    assert!(!debug.contains(SECRET), "/debug/ledger carries the secret");
+
+    let export = agent.root.path().join("export.ndjson.gz");
+    let o = cli(&[
+        "ledger",
+        "export",
+        "--root-dir",
+        agent.state_dir().to_str().unwrap(),
+        "--out",
+        export.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = read_all(&export);
+    assert!(text.contains("[redacted]"));
+    assert!(!text.contains(SECRET), "the export carries the secret");
+
+    let o = cli(&[
+        "ledger",
+        "tail",
+        "--root-dir",
+        agent.state_dir().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("[redacted]"));
+    assert!(!text.contains(SECRET), "the stream carries the secret");
+
+    // the durable segments, once everything so far is on disk
+    let last = agent.state().last_seq;
+    agent.wait_for("the durable ledger to catch up", 30, |_| {
+        let text = read_all_segments(&ledger_dir);
+        text.contains(&format!("{{\"seq\":{last},")).then_some(())
+    });
+    let text = read_all_segments(&ledger_dir);
+    assert!(text.contains("[redacted]"));
+    assert!(
+        !text.contains(SECRET),
+        "a durable segment carries the secret"
+    );
+
+    // the API status carries no clear value either (it is generated from the ledger)
+    let status = serde_json::to_string(&api.pod("default", "app").unwrap().status).unwrap();
+    assert!(!status.contains(SECRET), "{status}");
+    drop(rt);
+}
