@@ -697,7 +697,55 @@ fn check_determinism(h: &Harness, split: usize) -> Result<(), TestCaseError> {
     }
     prop_assert_eq!(&a, &b);
     prop_assert_eq!(&a, h.node(), "replay equals the live node");
+    let (with_memo, without_memo) = fold_with_and_without_status_memo(&records);
+    prop_assert!(
+        with_memo == without_memo,
+        "the status memo changed a command or the state"
+    );
     Ok(())
+}
+
+/// Folds `records` twice: once normally, once forgetting the status memo before every
+/// record (so every status is generated). Returns each run's commands per record and final
+/// state, serialised (the memo itself is not state and is not serialised).
+fn fold_with_and_without_status_memo(
+    records: &[Arc<ledgerlet::ledger::Record>],
+) -> ((Vec<Vec<Command>>, String), (Vec<Vec<Command>>, String)) {
+    let mut a = Node::default();
+    let mut b = Node::default();
+    let mut ca = Vec::new();
+    let mut cb = Vec::new();
+    for r in records {
+        ca.push(fold(&mut a, r));
+        b.statuses.memo.clear();
+        cb.push(fold(&mut b, r));
+    }
+    let state = |n: &Node| serde_json::to_string(n).unwrap();
+    ((ca, state(&a)), (cb, state(&b)))
+}
+
+/// Invariant 10 for the status memo (`core::status_memo`): on a busy node where most syncs
+/// are steady resyncs, skipping their generation changes no command and no state.
+#[test]
+fn invariant_10_status_memo_changes_no_command_or_state_on_a_busy_node() {
+    let sim = ledgerlet::sim::scenarios::busy_node(60, 5 * 60 * 1000);
+    let records: Vec<_> = sim.engine().ledger().since(0).cloned().collect();
+    let mut probe = Node::default();
+    let mut hits_possible = 0;
+    for r in &records {
+        fold(&mut probe, r);
+        hits_possible = hits_possible.max(probe.statuses.memo.len());
+    }
+    assert!(
+        hits_possible > 0,
+        "the workload never left a status unchanged, so this test would prove nothing"
+    );
+    let (with_memo, without_memo) = fold_with_and_without_status_memo(&records);
+    assert_eq!(with_memo.0.len(), without_memo.0.len());
+    for (i, (x, y)) in with_memo.0.iter().zip(&without_memo.0).enumerate() {
+        assert_eq!(x, y, "commands differ at record {}", records[i].seq);
+    }
+    assert!(with_memo.1 == without_memo.1, "final states differ");
 }
 
 proptest! {

@@ -23,6 +23,8 @@ use super::pod;
 use super::pod_status::{self, StatusInputs};
 use super::reason_cache::StartFailure;
 use super::runtime_status::{ContainerState, RuntimePodStatus, SandboxState};
+use super::status::StatusUpdate;
+use super::status_memo::MemoKey;
 use super::timers::TimerKey;
 use super::uid::Uid;
 use super::update::PodStatusOverride;
@@ -124,17 +126,38 @@ impl Node {
     }
 
     /// Generates and records the API status of a pod (`generateAPIPodStatus` +
-    /// `SetPodStatus`), applying `status_override` last.
+    /// `SetPodStatus`), applying `status_override` last. Returns true if the generated phase
+    /// is terminal. A generation whose inputs are those of one that changed nothing is
+    /// skipped (`core::status_memo`).
     fn update_api_status(
         &mut self,
         uid: &Uid,
-        p: &Pod,
-        runtime: &RuntimePodStatus,
+        p: &Arc<Pod>,
+        runtime: &Arc<RuntimePodStatus>,
         pod_is_terminal: bool,
         status_override: Option<&PodStatusOverride>,
         now: Time,
-    ) -> PodStatus {
-        let cached = self.statuses.get(uid).map(|v| v.status.clone());
+    ) -> bool {
+        let cached = self
+            .statuses
+            .get(uid)
+            .map(|v| (v.version, v.status.clone()));
+        // a deleted pod's status is recorded anew every time (`SetPodStatus` forces it)
+        let memo_applies = status_override.is_none() && p.metadata.deletion_timestamp.is_none();
+        let probes_generation = self.probes.generation();
+        if let (true, Some((version, status))) = (memo_applies, &cached) {
+            let key = MemoKey {
+                pod: p,
+                runtime,
+                start_failures: self.reasons.for_pod(uid),
+                probes_generation,
+                pod_is_terminal,
+            };
+            if self.statuses.memo.hit(uid, &key, *version) {
+                return status.phase.as_deref().is_some_and(pod::is_phase_terminal);
+            }
+        }
+        let cached = cached.map(|(_, s)| s);
         let mut status = pod_status::generate_api_pod_status(&StatusInputs {
             pod: p,
             runtime,
@@ -151,8 +174,21 @@ impl Node {
         if let Some(o) = status_override {
             apply_override(&mut status, o);
         }
-        self.set_pod_status(uid, p, status.clone(), now);
-        status
+        let terminal = status.phase.as_deref().is_some_and(pod::is_phase_terminal);
+        let outcome = self.set_pod_status(uid, p, status, now);
+        if memo_applies && outcome == StatusUpdate::Unchanged {
+            if let Some(version) = self.statuses.get(uid).map(|v| v.version) {
+                let key = MemoKey {
+                    pod: p,
+                    runtime,
+                    start_failures: self.reasons.for_pod(uid),
+                    probes_generation,
+                    pod_is_terminal,
+                };
+                self.statuses.memo.remember(uid, &key, version);
+            }
+        }
+        terminal
     }
 
     /// Completes the sync commands the pod workers emitted in this fold (`out[from..]`).
@@ -166,8 +202,9 @@ impl Node {
                     // probeManager.AddPod before the status is generated, so a running
                     // container whose probes have not run yet counts as not ready
                     self.probes_add_pod(&uid, &c.pod, self.last_seq, now, &mut extra);
-                    let status = self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
-                    if status.phase.as_deref().is_some_and(pod::is_phase_terminal) {
+                    let terminal =
+                        self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
+                    if terminal {
                         // RT-46: a terminal pod runs no runtime actions; the sync reports it.
                         Some(Command::Append(Event::SyncFinished(SyncFinished {
                             uid,
@@ -316,7 +353,7 @@ impl Node {
         }
         let cfg = self.backoff_config();
         let image_cfg = self.image_pull_backoff_config();
-        let spec = p.spec.clone().unwrap_or_default();
+        let spec = p.spec.as_ref();
         let mut earliest_expiry: Option<Time> = None;
         let mut starts = |kind: ContainerKind,
                           indices: &[usize],
@@ -383,18 +420,21 @@ impl Node {
             }
             v
         };
-        let inits = spec.init_containers.clone().unwrap_or_default();
+        let inits = spec
+            .and_then(|s| s.init_containers.as_deref())
+            .unwrap_or_default();
+        let containers = spec.map_or(&[][..], |s| s.containers.as_slice());
         out.start_init = starts(
             ContainerKind::Init,
             &actions.init_containers_to_start,
-            &inits,
+            inits,
             self,
             true,
         );
         out.start = starts(
             ContainerKind::Regular,
             &actions.containers_to_start,
-            &spec.containers,
+            containers,
             self,
             false,
         );

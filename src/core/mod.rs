@@ -25,6 +25,7 @@ pub mod probes;
 pub mod reason_cache;
 pub mod runtime_status;
 pub mod status;
+pub mod status_memo;
 pub mod timers;
 pub mod uid;
 pub mod update;

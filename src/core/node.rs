@@ -138,6 +138,7 @@ impl Node {
         match &record.event {
             Event::ConfigApplied(c) => {
                 self.config = (*c.config).clone();
+                self.statuses.memo.clear();
                 self.probers.started_at = now;
                 if self.timers.get(&TimerKey::Housekeeping).is_none() {
                     let due = now.plus_ms(self.config.housekeeping_period_ms);

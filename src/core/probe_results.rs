@@ -72,6 +72,13 @@ pub struct ProbeResults {
     /// probe type that has a worker.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     workers: BTreeMap<Uid, BTreeMap<String, ContainerProbes>>,
+    /// Increases on every change (a cheap "did anything change?" for the status memo).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    generation: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ProbeResults {
@@ -83,29 +90,45 @@ impl ProbeResults {
             .unwrap_or_default()
     }
 
+    /// Increases on every change of any result or worker.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Sets the results for a container.
     pub fn set(&mut self, container_id: &str, probes: ContainerProbes) {
-        self.by_container.insert(container_id.to_string(), probes);
+        if self.by_container.get(container_id) != Some(&probes) {
+            self.generation += 1;
+            self.by_container.insert(container_id.to_string(), probes);
+        }
     }
 
     /// Forgets a container.
     pub fn remove(&mut self, container_id: &str) {
-        self.by_container.remove(container_id);
+        if self.by_container.remove(container_id).is_some() {
+            self.generation += 1;
+        }
     }
 
     /// Sets one probe's result for a container (`resultsManager.Set`).
     pub fn set_one(&mut self, container_id: &str, probe: ProbeType, outcome: ProbeOutcome) {
-        *self
+        let slot = self
             .by_container
             .entry(container_id.to_string())
             .or_default()
-            .slot(probe) = Some(outcome);
+            .slot(probe);
+        if *slot != Some(outcome) {
+            *slot = Some(outcome);
+            self.generation += 1;
+        }
     }
 
     /// Forgets one probe's result for a container (`resultsManager.Remove`).
     pub fn remove_one(&mut self, container_id: &str, probe: ProbeType) {
         if let Some(c) = self.by_container.get_mut(container_id) {
-            *c.slot(probe) = None;
+            if c.slot(probe).take().is_some() {
+                self.generation += 1;
+            }
             if c.is_empty() {
                 self.by_container.remove(container_id);
             }
@@ -117,16 +140,19 @@ impl ProbeResults {
     pub fn set_workers(&mut self, uid: &Uid, name: &str, initial: ContainerProbes) {
         if initial.is_empty() {
             if let Some(m) = self.workers.get_mut(uid) {
-                m.remove(name);
+                if m.remove(name).is_some() {
+                    self.generation += 1;
+                }
                 if m.is_empty() {
                     self.workers.remove(uid);
                 }
             }
         } else {
-            self.workers
-                .entry(uid.clone())
-                .or_default()
-                .insert(name.to_string(), initial);
+            let m = self.workers.entry(uid.clone()).or_default();
+            if m.get(name) != Some(&initial) {
+                m.insert(name.to_string(), initial);
+                self.generation += 1;
+            }
         }
     }
 

@@ -97,6 +97,9 @@ pub struct StatusStore {
     /// A status changed since the last batch (`podStatusChannel`, capacity 1).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) signalled: bool,
+    /// Generations known to change nothing (not state: never serialised, always equal).
+    #[serde(skip)]
+    pub memo: crate::core::status_memo::StatusMemo,
 }
 
 /// Converts a ledger time to a Kubernetes time truncated to whole seconds.
@@ -260,6 +263,7 @@ impl StatusStore {
             i.orphaned = true;
         }
         self.failed.remove(uid);
+        self.memo.forget(uid);
     }
 
     /// Records that the API server acknowledged `version` for the pod `uid`, whose API
