@@ -705,12 +705,15 @@ fn check_determinism(h: &Harness, split: usize) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// One fold of a ledger: the commands of each record and the final state as JSON.
+type FoldRun = (Vec<Vec<Command>>, String);
+
 /// Folds `records` twice: once normally, once forgetting the status memo before every
 /// record (so every status is generated). Returns each run's commands per record and final
 /// state, serialised (the memo itself is not state and is not serialised).
 fn fold_with_and_without_status_memo(
     records: &[Arc<ledgerlet::ledger::Record>],
-) -> ((Vec<Vec<Command>>, String), (Vec<Vec<Command>>, String)) {
+) -> (FoldRun, FoldRun) {
     let mut a = Node::default();
     let mut b = Node::default();
     let mut ca = Vec::new();
