@@ -110,11 +110,11 @@ impl Node {
     /// The `Uid` the node already holds for this pod, or `uid` itself: every map then shares
     /// one allocation per pod, and comparisons between them are a pointer check.
     pub(super) fn canonical_uid(&self, uid: &Uid) -> Uid {
-        let s = uid.as_str();
+        // searched by `Uid` (its prefix decides most comparisons), not by `&str`
         self.pod_workers
-            .uid_key(s)
-            .or_else(|| self.pod_manager.uid_key(s))
-            .or_else(|| self.runtime.uid_key(s))
+            .uid_key(uid)
+            .or_else(|| self.pod_manager.uid_key(uid))
+            .or_else(|| self.runtime.uid_key(uid))
             .cloned()
             .unwrap_or_else(|| uid.clone())
     }

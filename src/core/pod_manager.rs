@@ -33,7 +33,11 @@ pub struct PodAndMirror {
 
 impl PodManager {
     /// The stored `Uid` equal to `uid`, so callers can share one allocation per pod.
-    pub fn uid_key(&self, uid: &str) -> Option<&Uid> {
+    pub fn uid_key<Q>(&self, uid: &Q) -> Option<&Uid>
+    where
+        Uid: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.pods
             .get_key_value(uid)
             .or_else(|| self.mirror_pods.get_key_value(uid))

@@ -277,7 +277,11 @@ impl RuntimeCache {
     }
 
     /// The stored `Uid` equal to `uid`.
-    pub fn uid_key(&self, uid: &str) -> Option<&Uid> {
+    pub fn uid_key<Q>(&self, uid: &Q) -> Option<&Uid>
+    where
+        Uid: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.entries.get_key_value(uid).map(|(k, _)| k)
     }
 

@@ -92,7 +92,11 @@ impl PodWorkers {
     }
 
     /// The stored `Uid` equal to `uid`, so callers can share one allocation per pod.
-    pub fn uid_key(&self, uid: &str) -> Option<&Uid> {
+    pub fn uid_key<Q>(&self, uid: &Q) -> Option<&Uid>
+    where
+        Uid: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.statuses.get_key_value(uid).map(|(k, _)| k)
     }
 
@@ -136,17 +140,13 @@ impl PodWorkers {
     pub fn update_pod(&mut self, cx: &mut Cx<'_>, mut options: UpdatePod, request_seq: u64) {
         // Identify the pod. A runtime-only pod (no config) can only be killed.
         let is_runtime_pod;
-        let (uid, name, namespace) = match (&options.pod, &options.running_pod) {
+        let raw_uid = match (&options.pod, &options.running_pod) {
             (None, Some(running)) => {
                 if options.update_type != UpdateType::Kill {
                     return; // "runtime pods can only be killed"
                 }
                 is_runtime_pod = true;
-                (
-                    running.uid.clone(),
-                    running.name.clone(),
-                    running.namespace.clone(),
-                )
+                running.uid.clone()
             }
             (Some(p), running) => {
                 if running.is_some() {
@@ -154,19 +154,30 @@ impl PodWorkers {
                     options.running_pod = None;
                 }
                 is_runtime_pod = false;
-                (
-                    pod::uid(p),
-                    pod::name(p).to_string(),
-                    pod::namespace(p).to_string(),
-                )
+                pod::uid(p)
             }
             (None, None) => return, // malformed: nothing to identify the pod by
         };
         let now = cx.now;
 
-        let first_time = !self.statuses.contains_key(&uid);
+        // One `Uid` allocation per pod, shared by every map and command (comparisons of
+        // shared UIDs are a pointer check): the worker's own, else the pod manager's.
+        let known = self
+            .statuses
+            .get_key_value(&raw_uid)
+            .map(|(k, _)| k.clone());
+        let first_time = known.is_none();
+        let uid = match known {
+            Some(k) => k,
+            None => cx.pods.uid_key(&raw_uid).cloned().unwrap_or(raw_uid),
+        };
         if first_time {
-            let mut status = PodSyncStatus::new(now, pod::build_full_name(&name, &namespace));
+            let full_name = match (&options.pod, &options.running_pod) {
+                (Some(p), _) => pod::build_full_name(pod::name(p), pod::namespace(p)),
+                (None, Some(r)) => pod::build_full_name(&r.name, &r.namespace),
+                (None, None) => unreachable!("returned above"),
+            };
+            let mut status = PodSyncStatus::new(now, full_name);
             // A terminal pod seen for the first time whose runtime state is terminal too
             // finished SyncTerminatingPod in a previous life (kubelet restart): only
             // SyncTerminatedPod remains (issue 105523).
@@ -181,12 +192,7 @@ impl PodWorkers {
                     }
                 }
             }
-            let key = cx
-                .pods
-                .uid_key(uid.as_str())
-                .cloned()
-                .unwrap_or(uid.clone());
-            self.statuses.insert(key, status);
+            self.statuses.insert(uid.clone(), status);
         }
         let status = self.statuses.get_mut(&uid).expect("inserted above");
 

@@ -68,6 +68,14 @@ impl Node {
         now: Time,
     ) -> StatusUpdate {
         let mirror = self.mirror_of_static(p).cloned();
+        // a new entry is keyed by the node's shared `Uid` (cheap merges in housekeeping)
+        let canonical;
+        let uid = if self.statuses.get(uid).is_none() {
+            canonical = self.canonical_uid(uid);
+            &canonical
+        } else {
+            uid
+        };
         self.statuses
             .set_pod_status(uid, p, mirror.as_deref(), status, now)
     }
