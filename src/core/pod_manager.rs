@@ -95,8 +95,8 @@ impl PodManager {
 
     /// `GetPodAndMirrorPod`.
     pub fn get_pod_and_mirror_pod(&self, p: &Arc<Pod>) -> PodAndMirror {
-        let name = pod::full_name(p);
         if pod::is_mirror(p) {
+            let name = pod::full_name(p);
             PodAndMirror {
                 pod: self
                     .pod_by_full_name
@@ -109,9 +109,10 @@ impl PodManager {
         } else {
             PodAndMirror {
                 pod: Some(p.clone()),
-                mirror: self
-                    .mirror_by_full_name
-                    .get(&name)
+                // no mirror pods (a node without static pods): no full name to build
+                mirror: (!self.mirror_by_full_name.is_empty())
+                    .then(|| pod::full_name(p))
+                    .and_then(|name| self.mirror_by_full_name.get(&name))
                     .and_then(|u| self.mirror_pods.get(u))
                     .cloned(),
                 was_mirror: false,
