@@ -10,6 +10,7 @@
 //! counted. Must not create spans or decide sampling.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -39,33 +40,119 @@ pub const QUEUE_CAPACITY_SPANS: &str = "ledgerlet_trace_queue_capacity_spans";
 /// The instrumentation scope of every ledgerlet span.
 pub const SCOPE: &str = "ledgerlet";
 
-/// A fold span, recorded on the engine's hot path in a compact form and turned into OTLP
-/// `SpanData` on the export thread.
+/// A fold span as the engine records it: 64 bytes with no strings and no allocation, moved
+/// to the export thread in a [`FoldBatch`] and turned into OTLP `SpanData` there.
 #[derive(Clone, Debug)]
 pub struct FoldSpan {
     /// The span's own context (also the record's `trace`).
     pub ctx: TraceParent,
     /// The parent's span id; 0 for a root.
     pub parent_span_id: u64,
-    /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name).
-    pub kind: usize,
     /// The record's seq.
     pub seq: u64,
-    /// Wall time the fold started.
-    pub start: SystemTime,
-    /// How long the fold took.
+    /// Wall time the fold started, in nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// How long the fold took, in nanoseconds.
     pub duration_ns: u64,
-    /// A pod worker transition the fold made (`from`, `to`, pod): a span event.
-    pub transition: Option<Box<(&'static str, &'static str, crate::core::Uid)>>,
+    /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name).
+    pub kind: u16,
+}
+
+/// A pod worker transition, the `pod worker transition` event of a fold span.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The phase left (`none`, `sync`, `terminating`, `terminated`, `finished`).
+    pub from: &'static str,
+    /// The phase entered.
+    pub to: &'static str,
+    /// The pod.
+    pub uid: crate::core::Uid,
+}
+
+/// Fold spans handed to the export thread together, with the pod worker transitions some of
+/// them made (a few per pod life, so kept aside rather than in every span).
+#[derive(Debug, Default)]
+pub struct FoldBatch {
+    /// The spans, in the order the records were folded.
+    pub spans: Vec<FoldSpan>,
+    /// `(index in spans, transition)`, by index.
+    pub transitions: Vec<(usize, Transition)>,
+}
+
+impl FoldBatch {
+    /// An empty batch with room for `spans` spans.
+    pub fn with_capacity(spans: usize) -> FoldBatch {
+        FoldBatch {
+            spans: Vec::with_capacity(spans),
+            transitions: Vec::new(),
+        }
+    }
+
+    /// Spans in the batch.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// True if the batch holds no span.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Adds a span.
+    #[inline]
+    pub fn push(&mut self, span: FoldSpan) {
+        self.spans.push(span);
+    }
+
+    /// Adds a span and the transition its fold made.
+    pub fn push_with_transition(&mut self, span: FoldSpan, transition: Transition) {
+        self.transitions.push((self.spans.len(), transition));
+        self.spans.push(span);
+    }
+
+    fn clear(&mut self) {
+        self.spans.clear();
+        self.transitions.clear();
+    }
+
+    fn truncate(&mut self, n: usize) {
+        self.spans.truncate(n);
+        self.transitions.retain(|(i, _)| *i < n);
+    }
+
+    /// Moves the first `n` spans (and their transitions) to a new batch.
+    fn split_front(&mut self, n: usize) -> FoldBatch {
+        let spans: Vec<FoldSpan> = self.spans.drain(..n).collect();
+        let cut = self.transitions.partition_point(|(i, _)| *i < n);
+        let transitions = self.transitions.drain(..cut).collect();
+        for (i, _) in &mut self.transitions {
+            *i -= n;
+        }
+        FoldBatch { spans, transitions }
+    }
+
+    /// Converts every span to `SpanData` into `out`, leaving the batch empty (its buffers
+    /// kept for reuse).
+    fn drain_into(&mut self, scope: &InstrumentationScope, out: &mut Vec<SpanData>) {
+        let mut transitions = self.transitions.drain(..).peekable();
+        for (i, span) in self.spans.drain(..).enumerate() {
+            let t = transitions.next_if(|(j, _)| *j == i).map(|(_, t)| t);
+            out.push(span.into_span_data(t, scope));
+        }
+    }
 }
 
 impl FoldSpan {
-    fn into_span_data(self, scope: &InstrumentationScope) -> SpanData {
-        let start = self.start;
+    fn into_span_data(
+        self,
+        transition: Option<Transition>,
+        scope: &InstrumentationScope,
+    ) -> SpanData {
+        let start = SystemTime::UNIX_EPOCH + Duration::from_nanos(self.start_unix_ns);
         let end = start + Duration::from_nanos(self.duration_ns);
+        let kind = usize::from(self.kind);
         let mut events = SpanEvents::default();
-        if let Some(t) = self.transition {
-            let (from, to, uid) = *t;
+        if let Some(Transition { from, to, uid }) = transition {
             events.events.push(opentelemetry::trace::Event::new(
                 "pod worker transition",
                 end,
@@ -92,7 +179,7 @@ impl FoldSpan {
             },
             parent_span_is_remote: false,
             span_kind: SpanKind::Internal,
-            name: Cow::Borrowed(fold_span_name(self.kind)),
+            name: Cow::Borrowed(fold_span_name(kind)),
             start_time: start,
             end_time: end,
             attributes: vec![
@@ -100,7 +187,7 @@ impl FoldSpan {
                 KeyValue::new(
                     "ledgerlet.record.kind",
                     crate::ledger::Event::KINDS
-                        .get(self.kind)
+                        .get(kind)
                         .copied()
                         .unwrap_or("unknown"),
                 ),
@@ -128,9 +215,19 @@ fn fold_span_name(kind: usize) -> &'static str {
         .map_or("fold", String::as_str)
 }
 
+/// What the queue holds: spans made through the SDK one by one, fold spans a batch at a time.
 enum Item {
     Sdk(Box<SpanData>),
-    Fold(FoldSpan),
+    Folds(FoldBatch),
+}
+
+impl Item {
+    fn len(&self) -> usize {
+        match self {
+            Item::Sdk(_) => 1,
+            Item::Folds(v) => v.len(),
+        }
+    }
 }
 
 enum Control {
@@ -142,9 +239,21 @@ enum Control {
     Shutdown(SyncSender<()>, Instant),
 }
 
+/// Emptied fold batches kept for reuse (their buffers go back to the engine).
+const SPARE_BATCHES: usize = 32;
+
+#[derive(Default)]
+struct Items {
+    queued: VecDeque<Item>,
+    /// Spans in `queued`.
+    spans: usize,
+    /// Empty fold batches with their capacity, handed back to the engine on its next push.
+    spare: Vec<FoldBatch>,
+}
+
 /// The bounded queue of finished spans.
 pub struct SpanQueue {
-    items: Mutex<Vec<Item>>,
+    items: Mutex<Items>,
     capacity: usize,
     dropped: AtomicU64,
     control: SyncSender<Control>,
@@ -162,7 +271,7 @@ impl std::fmt::Debug for SpanQueue {
 impl SpanQueue {
     /// Spans queued now.
     pub fn len(&self) -> usize {
-        self.items.lock().expect("span queue").len()
+        self.items.lock().expect("span queue").spans
     }
 
     /// True if nothing is queued.
@@ -195,42 +304,87 @@ impl SpanQueue {
         }
     }
 
-    fn push(&self, item: Item) {
+    fn push(&self, span: Box<SpanData>) {
         let mut q = self.items.lock().expect("span queue");
-        let before = q.len();
+        let before = q.spans;
         if before >= self.capacity {
             drop(q);
             self.count_dropped(1);
             return;
         }
-        q.push(item);
+        q.queued.push_back(Item::Sdk(span));
+        q.spans += 1;
         drop(q);
         self.wake_if_half_full(before, before + 1);
     }
 
-    /// Moves as many fold spans as fit into the queue; the rest are dropped and counted.
-    /// `batch` is left empty.
-    pub fn push_folds(&self, batch: &mut Vec<FoldSpan>) {
+    /// Queues the fold spans of `batch` that fit (the rest are dropped and counted), without
+    /// copying them: the batch itself is queued and `batch` is replaced by an empty one of the
+    /// same capacity (a spare the export thread emptied, when there is one).
+    pub fn push_folds(&self, batch: &mut FoldBatch) {
         if batch.is_empty() {
             return;
         }
         let mut q = self.items.lock().expect("span queue");
-        let before = q.len();
+        let before = q.spans;
         let room = self.capacity.saturating_sub(before);
-        let take = room.min(batch.len());
-        let dropped = batch.len() - take;
-        q.extend(batch.drain(..take).map(Item::Fold));
-        let after = q.len();
+        if room == 0 {
+            drop(q);
+            self.count_dropped(batch.len());
+            batch.clear();
+            return;
+        }
+        let dropped = batch.len().saturating_sub(room);
+        batch.truncate(room);
+        let spare = q
+            .spare
+            .pop()
+            .unwrap_or_else(|| FoldBatch::with_capacity(batch.spans.capacity()));
+        let full = std::mem::replace(batch, spare);
+        q.spans += full.len();
+        let after = q.spans;
+        q.queued.push_back(Item::Folds(full));
         drop(q);
-        batch.clear();
         self.count_dropped(dropped);
         self.wake_if_half_full(before, after);
     }
 
+    /// Takes queued items holding at most `max` spans (a fold batch is split if need be).
     fn take(&self, max: usize) -> Vec<Item> {
         let mut q = self.items.lock().expect("span queue");
-        let n = q.len().min(max);
-        q.drain(..n).collect()
+        let mut out = Vec::new();
+        let mut room = max;
+        while room > 0 {
+            let Some(front) = q.queued.front_mut() else {
+                break;
+            };
+            let n = front.len();
+            let item = if n <= room {
+                q.queued.pop_front().expect("front")
+            } else {
+                let Item::Folds(b) = front else {
+                    unreachable!("an SDK item holds one span")
+                };
+                Item::Folds(b.split_front(room))
+            };
+            let n = item.len();
+            room -= n;
+            q.spans -= n;
+            out.push(item);
+        }
+        out
+    }
+
+    /// Gives emptied fold batches back for reuse.
+    fn recycle(&self, batches: Vec<FoldBatch>) {
+        let mut q = self.items.lock().expect("span queue");
+        for b in batches {
+            if q.spare.len() >= SPARE_BATCHES {
+                break;
+            }
+            debug_assert!(b.is_empty());
+            q.spare.push(b);
+        }
     }
 }
 
@@ -245,7 +399,7 @@ impl SpanProcessor for QueueProcessor {
 
     fn on_end(&self, span: SpanData) {
         if span.span_context.is_sampled() {
-            self.queue.push(Item::Sdk(Box::new(span)));
+            self.queue.push(Box::new(span));
         }
     }
 
@@ -305,7 +459,7 @@ impl Exporting {
         let capacity = options.max_queue_size.max(1);
         let (control_tx, control_rx) = mpsc::sync_channel(1);
         let queue = Arc::new(SpanQueue {
-            items: Mutex::new(Vec::with_capacity(capacity.min(4096))),
+            items: Mutex::new(Items::default()),
             capacity,
             dropped: AtomicU64::new(0),
             control: control_tx,
@@ -445,18 +599,24 @@ fn export_loop<E: SpanExporter>(
         let mut budget = queue.len();
         while budget > 0 {
             let items = queue.take(batch_size.min(budget));
-            if items.is_empty() {
+            let n: usize = items.iter().map(Item::len).sum();
+            if n == 0 {
                 break;
             }
-            budget -= items.len();
-            let n = items.len() as u64;
-            let batch: Vec<SpanData> = items
-                .into_iter()
-                .map(|i| match i {
-                    Item::Sdk(s) => *s,
-                    Item::Fold(f) => f.into_span_data(&scope),
-                })
-                .collect();
+            budget = budget.saturating_sub(n);
+            let mut batch: Vec<SpanData> = Vec::with_capacity(n);
+            let mut emptied = Vec::new();
+            for item in items {
+                match item {
+                    Item::Sdk(s) => batch.push(*s),
+                    Item::Folds(mut b) => {
+                        b.drain_into(&scope, &mut batch);
+                        emptied.push(b);
+                    }
+                }
+            }
+            queue.recycle(emptied);
+            let n = n as u64;
             let limit = match deadline {
                 Some(d) => timeout.min(d.saturating_duration_since(Instant::now())),
                 None => timeout,
@@ -489,7 +649,7 @@ fn export_loop<E: SpanExporter>(
         }
         metrics::gauge!(QUEUE_SPANS).set(queue.len() as f64);
         if let Some(d) = deadline {
-            let rest = queue.take(usize::MAX).len();
+            let rest: usize = queue.take(usize::MAX).iter().map(Item::len).sum();
             queue.count_dropped(rest);
             let _ = exporter.shutdown_with_timeout(d.saturating_duration_since(Instant::now()));
             if let Some(r) = reply {
@@ -535,9 +695,8 @@ mod tests {
             parent_span_id: 0,
             kind: 2,
             seq,
-            start: SystemTime::UNIX_EPOCH,
+            start_unix_ns: 0,
             duration_ns: 1000,
-            transition: None,
         }
     }
 
@@ -554,11 +713,20 @@ mod tests {
             move || Ok(s),
         )
         .unwrap();
-        let mut batch = vec![fold_span(1), {
-            let mut f = fold_span(2);
-            f.parent_span_id = 2;
-            f
-        }];
+        let mut batch = FoldBatch::default();
+        batch.push(fold_span(1));
+        batch.push_with_transition(
+            {
+                let mut f = fold_span(2);
+                f.parent_span_id = 2;
+                f
+            },
+            Transition {
+                from: "none",
+                to: "sync",
+                uid: crate::core::Uid::new("pod-1"),
+            },
+        );
         ex.queue().push_folds(&mut batch);
         assert!(batch.is_empty());
         assert!(ex.flush(Duration::from_secs(5)));
@@ -568,11 +736,65 @@ mod tests {
         assert_eq!(got[0].parent_span_id, SpanId::INVALID);
         assert_eq!(got[1].parent_span_id, SpanId::from(2u64));
         assert_eq!(got[1].span_context.span_id(), SpanId::from(3u64));
+        assert!(got[0].events.events.is_empty());
+        assert_eq!(got[1].events.events.len(), 1);
+        assert_eq!(got[1].events.events[0].name, "pod worker transition");
         assert_eq!(
             got[1].end_time.duration_since(got[1].start_time).unwrap(),
             Duration::from_micros(1)
         );
         ex.shutdown(Duration::from_secs(1));
+    }
+
+    fn transition(uid: &str) -> Transition {
+        Transition {
+            from: "sync",
+            to: "terminating",
+            uid: crate::core::Uid::new(uid),
+        }
+    }
+
+    #[test]
+    fn a_fold_span_fills_one_cache_line() {
+        assert_eq!(std::mem::size_of::<FoldSpan>(), 64);
+    }
+
+    #[test]
+    fn a_split_fold_batch_keeps_each_transition_with_its_span() {
+        let mut b = FoldBatch::default();
+        for i in 0..6 {
+            match i {
+                1 => b.push_with_transition(fold_span(i), transition("a")),
+                4 => b.push_with_transition(fold_span(i), transition("b")),
+                _ => b.push(fold_span(i)),
+            }
+        }
+        let front = b.split_front(3);
+        assert_eq!(
+            front.spans.iter().map(|s| s.seq).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert_eq!(front.transitions.len(), 1);
+        assert_eq!(
+            (front.transitions[0].0, front.transitions[0].1.uid.as_str()),
+            (1, "a")
+        );
+        assert_eq!(b.spans.iter().map(|s| s.seq).collect::<Vec<_>>(), [3, 4, 5]);
+        assert_eq!(
+            (b.transitions[0].0, b.transitions[0].1.uid.as_str()),
+            (1, "b")
+        );
+        let scope = InstrumentationScope::builder(SCOPE).build();
+        let mut out = Vec::new();
+        b.drain_into(&scope, &mut out);
+        assert!(b.is_empty() && b.transitions.is_empty());
+        let events: Vec<usize> = out.iter().map(|s| s.events.events.len()).collect();
+        assert_eq!(events, [0, 1, 0]);
+        let mut t = FoldBatch::default();
+        t.push(fold_span(0));
+        t.push_with_transition(fold_span(1), transition("c"));
+        t.truncate(1);
+        assert!(t.transitions.is_empty());
     }
 
     #[test]
@@ -590,7 +812,8 @@ mod tests {
         .unwrap();
         let started = Instant::now();
         for i in 0..10_000 {
-            let mut b = vec![fold_span(i)];
+            let mut b = FoldBatch::default();
+            b.push(fold_span(i));
             ex.queue().push_folds(&mut b);
         }
         // pushes are not slowed by the hanging export (a generous bound: no wall-clock speed

@@ -16,19 +16,21 @@
 //! Must not change what the fold does: the core never sees anything from here, and the trace
 //! context is data in the record that replay carries but never reads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
-use crate::core::pod_workers::PodWorkerState;
+use crate::core::pod_workers::{PodSyncStatus, PodWorkerState};
 use crate::core::update::UpdateType;
 use crate::core::{pod, Command, Node, Uid};
 use crate::ledger::event::{RuntimeAction, SyncFinished};
 use crate::ledger::{Event, Record, Time, TraceParent};
 
+use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler};
-use super::export::{FoldSpan, SpanQueue};
+use super::export::{FoldBatch, FoldSpan, SpanQueue, Transition};
 use super::exposition::{Histogram, Text};
+use super::fasthash::{FxHashMap, UidCache};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
 
 /// Records folded, by kind.
@@ -81,9 +83,38 @@ impl Phase {
     }
 }
 
-/// The worker phase of `uid` and when it entered it.
-fn phase_of(node: &Node, uid: &str) -> (Phase, Option<Time>) {
-    match node.pod_workers.status_by_str(uid) {
+/// The pod a record can move between worker phases, found before its fold: a `Uid` from the
+/// event, a `Uid` in the observer's [`UidCache`] slot, or (a pod without a worker yet) the
+/// text of its `metadata.uid`. A `Uid` is looked up by its inline prefix, text by comparing
+/// strings, which is several times slower.
+#[derive(Clone, Copy)]
+enum Subject<'a> {
+    Uid(&'a Uid),
+    Cached(usize),
+    Text(&'a str),
+}
+
+impl Subject<'_> {
+    fn phase(self, node: &Node, uids: &UidCache) -> (Phase, Option<Time>) {
+        match self {
+            Subject::Uid(u) => phase_of(node.pod_workers.status(u)),
+            Subject::Cached(i) => phase_of(node.pod_workers.status(uids.at(i))),
+            Subject::Text(t) => phase_of(node.pod_workers.status_by_str(t)),
+        }
+    }
+
+    fn to_uid(self, uids: &UidCache) -> Uid {
+        match self {
+            Subject::Uid(u) => u.clone(),
+            Subject::Cached(i) => uids.at(i).clone(),
+            Subject::Text(t) => Uid::new(t),
+        }
+    }
+}
+
+/// The worker phase of a pod worker's status and when it entered it.
+fn phase_of(status: Option<&PodSyncStatus>) -> (Phase, Option<Time>) {
+    match status {
         None => (Phase::None, None),
         Some(s) if s.finished => (Phase::Finished, s.terminated_at),
         Some(s) => match s.state() {
@@ -117,27 +148,34 @@ pub struct FoldTracer {
     sampler: RootSampler,
     ids: IdGen,
     queue: Arc<SpanQueue>,
-    buffer: Vec<FoldSpan>,
-    buffered_since: Option<Instant>,
+    buffer: FoldBatch,
+    /// Stopwatch ticks when the oldest buffered span was finished.
+    buffered_since: Option<u64>,
+    /// [`SPAN_BUFFER_AGE_MS`] in stopwatch ticks.
+    max_age_ticks: u64,
     /// The first span of each pod's trace: later inputs about the pod join that trace.
-    pods: HashMap<Uid, TraceParent>,
+    pods: FxHashMap<Uid, TraceParent>,
     pod_order: std::collections::VecDeque<Uid>,
 }
 
 impl FoldTracer {
     /// A tracer feeding `queue`.
     pub fn new(sampler: RootSampler, ids: IdGen, queue: Arc<SpanQueue>) -> FoldTracer {
+        static MAX_AGE_TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         FoldTracer {
             sampler,
             ids,
             queue,
-            buffer: Vec::with_capacity(SPAN_BUFFER),
+            buffer: FoldBatch::with_capacity(SPAN_BUFFER),
             buffered_since: None,
-            pods: HashMap::new(),
+            max_age_ticks: *MAX_AGE_TICKS
+                .get_or_init(|| Stopwatch::new().ticks_within(SPAN_BUFFER_AGE_MS * 1_000_000)),
+            pods: FxHashMap::default(),
             pod_order: std::collections::VecDeque::new(),
         }
     }
 
+    #[inline]
     fn child(&mut self, parent: TraceParent) -> Opened {
         Opened {
             ctx: TraceParent::new(parent.trace_id(), self.ids.span_id(), parent.sampled()),
@@ -145,28 +183,33 @@ impl FoldTracer {
         }
     }
 
+    #[inline]
     fn open(&mut self, parent: Parent, event: &Event) -> Opened {
         match parent {
             Parent::Record(Some(p)) | Parent::Input(Some(p)) => self.child(p),
-            Parent::Record(None) | Parent::Input(None) => {
-                let uid = event.pod_uid();
-                if let Some(root) = uid.as_ref().and_then(|u| self.pods.get(u)).copied() {
-                    return self.child(root);
-                }
-                let trace_id = self.ids.trace_id();
-                let ctx = TraceParent::new(
-                    trace_id,
-                    self.ids.span_id(),
-                    self.sampler.sample_root(trace_id),
-                );
-                if let Some(u) = uid {
-                    self.remember(u, ctx);
-                }
-                Opened {
-                    ctx,
-                    parent_span_id: 0,
-                }
-            }
+            Parent::Record(None) | Parent::Input(None) => self.open_root(event),
+        }
+    }
+
+    /// A record without a parent span joins its pod's trace, else starts a trace.
+    #[inline(never)]
+    fn open_root(&mut self, event: &Event) -> Opened {
+        let uid = event.pod_uid();
+        if let Some(root) = uid.as_ref().and_then(|u| self.pods.get(u)).copied() {
+            return self.child(root);
+        }
+        let trace_id = self.ids.trace_id();
+        let ctx = TraceParent::new(
+            trace_id,
+            self.ids.span_id(),
+            self.sampler.sample_root(trace_id),
+        );
+        if let Some(u) = uid {
+            self.remember(u, ctx);
+        }
+        Opened {
+            ctx,
+            parent_span_id: 0,
         }
     }
 
@@ -182,6 +225,8 @@ impl FoldTracer {
         self.pods.insert(uid, ctx);
     }
 
+    #[cold]
+    #[inline(never)]
     fn forget(&mut self, uid: &Uid) {
         self.pods.remove(uid);
         if self.pod_order.len() > 2 * MAX_TRACKED_PODS {
@@ -190,39 +235,35 @@ impl FoldTracer {
         }
     }
 
-    fn finished(&mut self, span: FoldSpan, now: Instant) {
-        if !span.ctx.sampled() {
-            return;
-        }
+    #[inline]
+    fn finished(&mut self, span: FoldSpan, transition: Option<Transition>, now_ticks: u64) {
         if self.buffer.is_empty() {
-            self.buffered_since = Some(now);
+            self.buffered_since = Some(now_ticks);
         }
-        self.buffer.push(span);
+        match transition {
+            None => self.buffer.push(span),
+            Some(t) => self.buffer.push_with_transition(span, t),
+        }
         if self.buffer.len() >= SPAN_BUFFER {
             self.flush();
         }
     }
 
-    fn flush_if_old(&mut self, now: Instant) {
+    #[inline]
+    fn flush_if_old(&mut self, now_ticks: u64) {
         if self
             .buffered_since
-            .is_some_and(|t| now.duration_since(t) >= Duration::from_millis(SPAN_BUFFER_AGE_MS))
+            .is_some_and(|t| now_ticks.wrapping_sub(t) >= self.max_age_ticks)
         {
             self.flush();
         }
     }
 
+    #[inline(never)]
     fn flush(&mut self) {
         self.queue.push_folds(&mut self.buffer);
         self.buffered_since = None;
     }
-}
-
-/// Per-kind fold statistics.
-#[derive(Clone, Debug)]
-struct KindStats {
-    records: u64,
-    duration: Histogram,
 }
 
 /// A pod between its first sighting and its start.
@@ -236,11 +277,23 @@ struct PodStart {
     pull_finished: Option<Time>,
 }
 
+/// What the observer knows before a fold that may move a pod worker between phases.
+#[derive(Clone, Copy)]
+struct Before<'a> {
+    subject: Subject<'a>,
+    phase: Phase,
+    entered: Option<Time>,
+}
+
 /// The fold statistics, transitions and pod start metrics of one engine, plus its tracer.
 pub struct FoldObserver {
-    kinds: Vec<KindStats>,
+    watch: Stopwatch,
+    /// Fold durations by kind (their counts are `ledgerlet_ledger_records_total`).
+    folds: TickHistograms,
     transitions: BTreeMap<(Phase, Phase), (u64, Histogram)>,
-    starting: HashMap<Uid, PodStart>,
+    starting: FxHashMap<Uid, PodStart>,
+    /// The pod workers' `Uid`s by text, for records that name their pod by text.
+    uids: UidCache,
     worker_start: Histogram,
     pod_start: Histogram,
     pod_start_sli: Histogram,
@@ -248,9 +301,12 @@ pub struct FoldObserver {
     containers_per_pod: Histogram,
     restarted_pods: [u64; 2],
     orphaned_runtime_pods: u64,
-    input_base: (Instant, Time),
+    /// The current input's `at` (Unix ns) and the stopwatch ticks of its first fold: a fold
+    /// span starts at `at` plus the time elapsed since.
+    input_at_unix_ns: u64,
+    input_base_ticks: u64,
     base_pending: bool,
-    last_end: Instant,
+    last_end_ticks: u64,
     tracer: Option<FoldTracer>,
 }
 
@@ -264,15 +320,11 @@ impl FoldObserver {
     /// An observer; with a tracer, records get trace contexts and fold spans are exported.
     pub fn new(tracer: Option<FoldTracer>) -> FoldObserver {
         FoldObserver {
-            kinds: Event::KINDS
-                .iter()
-                .map(|_| KindStats {
-                    records: 0,
-                    duration: Histogram::new(FAST_BUCKETS),
-                })
-                .collect(),
+            watch: Stopwatch::new(),
+            folds: TickHistograms::new(FAST_BUCKETS, Event::KINDS.len()),
             transitions: BTreeMap::new(),
-            starting: HashMap::new(),
+            starting: FxHashMap::default(),
+            uids: UidCache::default(),
             worker_start: Histogram::new(DEF_BUCKETS),
             pod_start: Histogram::new(POD_STARTUP_BUCKETS),
             pod_start_sli: Histogram::new(POD_STARTUP_BUCKETS),
@@ -280,9 +332,10 @@ impl FoldObserver {
             containers_per_pod: Histogram::new(CONTAINERS_PER_POD_BUCKETS),
             restarted_pods: [0; 2],
             orphaned_runtime_pods: 0,
-            input_base: (Instant::now(), Time::ZERO),
+            input_at_unix_ns: 0,
+            input_base_ticks: 0,
             base_pending: true,
-            last_end: Instant::now(),
+            last_end_ticks: 0,
             tracer,
         }
     }
@@ -294,13 +347,15 @@ impl FoldObserver {
 
     /// Marks the start of an input appended at `at` (span times are `at` plus the monotonic
     /// time elapsed since).
+    #[inline]
     pub fn begin_input(&mut self, at: Time) {
         // the monotonic base is taken by the input's first fold (one clock read less)
-        self.input_base.1 = at;
+        self.input_at_unix_ns = at.unix_nanos().max(0) as u64;
         self.base_pending = true;
     }
 
     /// The span (and so the `trace`) of a record about to be appended.
+    #[inline]
     pub fn open(&mut self, parent: Parent, event: &Event) -> Option<Opened> {
         self.tracer.as_mut().map(|t| t.open(parent, event))
     }
@@ -311,74 +366,67 @@ impl FoldObserver {
     }
 
     /// Folds `record` and records what the fold did.
+    ///
+    /// This runs once per record on the engine's thread, so its common path is short and
+    /// touches little memory: two stopwatch reads, a bucket counter, the two worker lookups
+    /// of a possible transition (for the two kinds of record that make them, by `Uid`, whose
+    /// inline prefix compares fast) and, with tracing, one 64-byte [`FoldSpan`] written to a
+    /// batch. The rarer work (new pods, transitions, pods still starting, records without a
+    /// parent span) is out of line. Names, attributes and OTLP types are made on the export
+    /// thread; bucket sums and seconds at scrape time.
     pub fn fold(
         &mut self,
         node: &mut Node,
         record: &Record,
         opened: Option<Opened>,
     ) -> Vec<Command> {
-        // transitions: the worker's phase before the records that can change it
         let before = match &record.event {
-            Event::UpdatePod(u) => {
-                let uid = match (&u.pod, &u.running_pod) {
-                    (Some(p), _) => Some(pod::uid_str(p)),
-                    (None, Some(r)) => Some(r.uid.as_str()),
-                    (None, None) => None,
-                };
-                uid.map(|uid| (uid, phase_of(node, uid)))
-            }
-            Event::SyncFinished(f) => Some((f.uid.as_str(), phase_of(node, f.uid.as_str()))),
+            Event::UpdatePod(_) | Event::SyncFinished(_) => self.before(node, &record.event),
             Event::PodAdded(c) => {
                 self.pod_added(node, record.at, &c.pod);
                 None
             }
             _ => None,
         };
-        let started = Instant::now();
+        let started = self.watch.ticks();
+        let commands = crate::core::fold(node, record);
+        let ended = self.watch.ticks();
         if self.base_pending {
-            self.input_base.0 = started;
+            self.input_base_ticks = started;
             self.base_pending = false;
         }
-        let commands = crate::core::fold(node, record);
-        let elapsed = started.elapsed();
-        self.last_end = started + elapsed;
-        let k = &mut self.kinds[record.event.kind_index()];
-        k.records += 1;
-        k.duration.observe(elapsed.as_secs_f64());
-        let mut transition = None;
-        if let Some((uid, (from, entered))) = before {
-            let (to, _) = phase_of(node, uid);
-            if to != from {
-                let e = self
-                    .transitions
-                    .entry((from, to))
-                    .or_insert_with(|| (0, Histogram::new(TRANSITION_BUCKETS)));
-                e.0 += 1;
-                if let Some(t) = entered {
-                    e.1.observe(record.at.since(t).as_secs_f64());
-                }
-                transition = Some(Box::new((from.as_str(), to.as_str(), Uid::new(uid))));
+        self.last_end_ticks = ended;
+        let kind = record.event.kind_index();
+        self.folds.observe(kind, ended.wrapping_sub(started));
+        let transition = match before {
+            Some(b) => self.after(node, record, b),
+            None => None,
+        };
+        if !self.starting.is_empty() {
+            self.pod_start_progress(node, record, &commands);
+        }
+        if let Event::UpdatePod(u) = &record.event {
+            if u.running_pod.is_some() && u.pod.is_none() {
+                self.orphaned_runtime_pods += 1;
             }
         }
-        self.after_fold(node, record, &commands);
         if let (Some(t), Some(o)) = (self.tracer.as_mut(), opened) {
-            let (base_instant, base_at) = self.input_base;
-            let offset = started.saturating_duration_since(base_instant);
-            let start = SystemTime::UNIX_EPOCH
-                + Duration::from_nanos(base_at.unix_nanos().max(0) as u64)
-                + offset;
-            t.finished(
-                FoldSpan {
-                    ctx: o.ctx,
-                    parent_span_id: o.parent_span_id,
-                    kind: record.event.kind_index(),
-                    seq: record.seq,
-                    start,
-                    duration_ns: elapsed.as_nanos() as u64,
+            if o.ctx.sampled() {
+                let w = &self.watch;
+                t.finished(
+                    FoldSpan {
+                        ctx: o.ctx,
+                        parent_span_id: o.parent_span_id,
+                        seq: record.seq,
+                        start_unix_ns: self.input_at_unix_ns
+                            + w.nanos(self.input_base_ticks, started),
+                        duration_ns: w.nanos(started, ended),
+                        kind: kind as u16,
+                    },
                     transition,
-                },
-                started + elapsed,
-            );
+                    ended,
+                );
+            }
             if let Event::SyncFinished(SyncFinished {
                 uid,
                 work: crate::core::command::WorkType::Terminated,
@@ -391,11 +439,70 @@ impl FoldObserver {
         commands
     }
 
+    /// The worker phase, before its fold, of the pod an `UpdatePod` or `SyncFinished` is about.
+    #[inline(never)]
+    fn before<'a>(&mut self, node: &Node, event: &'a Event) -> Option<Before<'a>> {
+        let subject = match event {
+            Event::UpdatePod(u) => match (&u.pod, &u.running_pod) {
+                (Some(p), _) => {
+                    let text = pod::uid_str(p);
+                    let workers = &node.pod_workers;
+                    match self.uids.find_or(text, || workers.uid_key(text).cloned()) {
+                        Some(i) => Subject::Cached(i),
+                        None => Subject::Text(text),
+                    }
+                }
+                (None, Some(r)) => Subject::Uid(&r.uid),
+                (None, None) => return None,
+            },
+            Event::SyncFinished(f) => Subject::Uid(&f.uid),
+            _ => return None,
+        };
+        let (phase, entered) = subject.phase(node, &self.uids);
+        Some(Before {
+            subject,
+            phase,
+            entered,
+        })
+    }
+
+    /// Counts the transition a fold made, if it made one; with tracing, its span event.
+    #[inline(never)]
+    fn after(&mut self, node: &Node, record: &Record, before: Before<'_>) -> Option<Transition> {
+        let (to, _) = before.subject.phase(node, &self.uids);
+        if to == before.phase {
+            return None;
+        }
+        self.transition(record, before, to)
+    }
+
+    /// Counts a transition (rare: a few per pod life) and, with tracing, makes its span event.
+    #[cold]
+    #[inline(never)]
+    fn transition(&mut self, record: &Record, before: Before<'_>, to: Phase) -> Option<Transition> {
+        let from = before.phase;
+        let e = self
+            .transitions
+            .entry((from, to))
+            .or_insert_with(|| (0, Histogram::new(TRANSITION_BUCKETS)));
+        e.0 += 1;
+        if let Some(t) = before.entered {
+            e.1.observe(record.at.since(t).as_secs_f64());
+        }
+        self.tracer.as_ref()?;
+        Some(Transition {
+            from: from.as_str(),
+            to: to.as_str(),
+            uid: before.subject.to_uid(&self.uids),
+        })
+    }
+
     /// Marks the end of an input: buffered fold spans older than [`SPAN_BUFFER_AGE_MS`] go to
     /// the export queue.
+    #[inline]
     pub fn end_input(&mut self) {
         if let Some(t) = self.tracer.as_mut() {
-            t.flush_if_old(self.last_end);
+            t.flush_if_old(self.last_end_ticks);
         }
     }
 
@@ -406,6 +513,8 @@ impl FoldObserver {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn pod_added(&mut self, node: &Node, at: Time, p: &k8s_openapi::api::core::v1::Pod) {
         let uid = pod::uid(p);
         let is_static = pod::is_static(p);
@@ -440,15 +549,10 @@ impl FoldObserver {
         );
     }
 
-    fn after_fold(&mut self, node: &Node, record: &Record, commands: &[Command]) {
-        if let Event::UpdatePod(u) = &record.event {
-            if u.running_pod.is_some() && u.pod.is_none() {
-                self.orphaned_runtime_pods += 1;
-            }
-        }
-        if self.starting.is_empty() {
-            return;
-        }
+    /// Pod start metrics: what a fold did for the pods between their first sighting and
+    /// their start (only called while there are such pods).
+    #[inline(never)]
+    fn pod_start_progress(&mut self, node: &Node, record: &Record, commands: &[Command]) {
         for c in commands {
             if let Command::SyncPod(s) = c {
                 if s.update_type != UpdateType::Create {
@@ -531,17 +635,18 @@ impl FoldObserver {
     /// Writes the families this observer keeps.
     pub fn render(&self, out: &mut Text) {
         out.family(RECORDS_TOTAL, "counter", "Ledger records folded, by kind.");
-        for (kind, k) in Event::KINDS.iter().zip(&self.kinds) {
-            out.sample(RECORDS_TOTAL, &[("kind", kind)], k.records as f64);
+        for (i, kind) in Event::KINDS.iter().enumerate() {
+            out.sample(RECORDS_TOTAL, &[("kind", kind)], self.folds.count(i) as f64);
         }
         out.family(
             FOLD_DURATION_SECONDS,
             "histogram",
             "Time to fold one record into the node state, by kind.",
         );
-        for (kind, k) in Event::KINDS.iter().zip(&self.kinds) {
-            if k.records > 0 {
-                out.histogram(FOLD_DURATION_SECONDS, &[("kind", kind)], &k.duration);
+        for (i, kind) in Event::KINDS.iter().enumerate() {
+            if self.folds.count(i) > 0 {
+                let h = self.folds.to_seconds(i, &self.watch);
+                out.histogram(FOLD_DURATION_SECONDS, &[("kind", kind)], &h);
             }
         }
         out.family(

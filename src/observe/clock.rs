@@ -1,0 +1,186 @@
+//! The fold's stopwatch: one cheap counter read at the start and one at the end of each fold,
+//! and histograms kept in counter ticks.
+//!
+//! Owns the conversion between ticks of the fastest monotonic counter (the TSC where it is
+//! invariant, else the OS monotonic clock; `quanta`, which the metrics exporter already
+//! calibrates) and nanoseconds, and [`TickHistograms`], whose bucket bounds are converted to
+//! ticks once so an observation is a few integer comparisons. Must not be used for wall time
+//! (span start times are the record's `at` plus elapsed ticks) and must not render anything
+//! itself (a [`TickHistograms`] series becomes an exposition `Histogram` at scrape time).
+
+use std::sync::Mutex;
+
+use super::exposition::Histogram;
+
+/// `bounds` (seconds) as tick limits: `limits[i]` is the largest tick count that is at most
+/// `bounds[i]` seconds. Computed once per process for each bounds slice (the counter's scale
+/// does not change), so an observer costs nothing to make.
+pub fn tick_limits(bounds: &'static [f64]) -> &'static [u64] {
+    static MADE: Mutex<Vec<(usize, &'static [u64])>> = Mutex::new(Vec::new());
+    let key = bounds.as_ptr() as usize;
+    let mut made = MADE.lock().expect("tick limits");
+    if let Some((_, l)) = made
+        .iter()
+        .find(|(k, l)| *k == key && l.len() == bounds.len())
+    {
+        return l;
+    }
+    let watch = Stopwatch::new();
+    let limits: &'static [u64] = Box::leak(
+        bounds
+            .iter()
+            .map(|b| watch.ticks_within((b * 1e9).round() as u64))
+            .collect(),
+    );
+    made.push((key, limits));
+    limits
+}
+
+/// A monotonic counter and its scale.
+#[derive(Clone, Debug)]
+pub struct Stopwatch {
+    clock: quanta::Clock,
+}
+
+impl Default for Stopwatch {
+    fn default() -> Self {
+        Stopwatch::new()
+    }
+}
+
+impl Stopwatch {
+    /// The process's calibrated counter (made and calibrated once per process).
+    pub fn new() -> Stopwatch {
+        static CLOCK: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
+        Stopwatch {
+            clock: CLOCK.get_or_init(quanta::Clock::new).clone(),
+        }
+    }
+
+    /// Ticks now.
+    #[inline]
+    pub fn ticks(&self) -> u64 {
+        self.clock.raw()
+    }
+
+    /// Nanoseconds from `start` to `end` (0 when `end` is not after `start`).
+    #[inline]
+    pub fn nanos(&self, start: u64, end: u64) -> u64 {
+        self.clock.delta_as_nanos(start, end)
+    }
+
+    /// Nanoseconds in a span of `ticks`.
+    #[inline]
+    pub fn ticks_to_nanos(&self, ticks: u64) -> u64 {
+        self.clock.delta_as_nanos(0, ticks)
+    }
+
+    /// The largest tick count that is at most `nanos` nanoseconds.
+    pub fn ticks_within(&self, nanos: u64) -> u64 {
+        // binary search on the (monotonic) conversion, so bucket bounds are exact to a tick
+        let (mut lo, mut hi) = (0u64, 1u64);
+        while self.ticks_to_nanos(hi) <= nanos {
+            lo = hi;
+            if hi >= u64::MAX / 2 {
+                return u64::MAX;
+            }
+            hi *= 2;
+        }
+        // ticks_to_nanos(lo) <= nanos < ticks_to_nanos(hi)
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.ticks_to_nanos(mid) <= nanos {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+/// Histograms of durations observed in ticks, one per series, sharing bounds in seconds.
+#[derive(Clone, Debug)]
+pub struct TickHistograms {
+    bounds: &'static [f64],
+    /// Bound `i` in ticks: a duration of at most `limits[i]` ticks is at most `bounds[i]` s.
+    limits: &'static [u64],
+    /// Per series, observations per bucket (not cumulative); the last one is `+Inf`.
+    counts: Box<[u64]>,
+    sums_ticks: Box<[u64]>,
+}
+
+impl TickHistograms {
+    /// `series` empty histograms over `bounds` (seconds).
+    pub fn new(bounds: &'static [f64], series: usize) -> TickHistograms {
+        TickHistograms {
+            bounds,
+            limits: tick_limits(bounds),
+            counts: vec![0; series * (bounds.len() + 1)].into_boxed_slice(),
+            sums_ticks: vec![0; series].into_boxed_slice(),
+        }
+    }
+
+    /// Records one duration of `ticks` in `series`.
+    #[inline]
+    pub fn observe(&mut self, series: usize, ticks: u64) {
+        let i = self
+            .limits
+            .iter()
+            .position(|l| ticks <= *l)
+            .unwrap_or(self.limits.len());
+        self.counts[series * (self.limits.len() + 1) + i] += 1;
+        self.sums_ticks[series] = self.sums_ticks[series].wrapping_add(ticks);
+    }
+
+    fn row(&self, series: usize) -> &[u64] {
+        let n = self.limits.len() + 1;
+        &self.counts[series * n..(series + 1) * n]
+    }
+
+    /// Observations in `series` so far.
+    pub fn count(&self, series: usize) -> u64 {
+        self.row(series).iter().sum()
+    }
+
+    /// One series in seconds, for the exposition.
+    pub fn to_seconds(&self, series: usize, watch: &Stopwatch) -> Histogram {
+        Histogram {
+            bounds: self.bounds,
+            counts: self.row(series).to_vec(),
+            sum: watch.ticks_to_nanos(self.sums_ticks[series]) as f64 / 1e9,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_bounds_convert_back_to_at_most_their_seconds() {
+        let w = Stopwatch::new();
+        for ns in [1u64, 5_000, 10_000, 1_000_000, 100_000_000] {
+            let t = w.ticks_within(ns);
+            assert!(w.ticks_to_nanos(t) <= ns, "{ns}");
+            assert!(w.ticks_to_nanos(t + 1) > ns || t == u64::MAX, "{ns}");
+        }
+    }
+
+    #[test]
+    fn tick_histograms_bucket_like_the_seconds_they_stand_for() {
+        static BOUNDS: &[f64] = &[0.000_001, 0.001];
+        let w = Stopwatch::new();
+        let mut h = TickHistograms::new(BOUNDS, 2);
+        h.observe(1, 0);
+        h.observe(1, w.ticks_within(1_000));
+        h.observe(1, w.ticks_within(1_000) + 1);
+        h.observe(1, w.ticks_within(2_000_000));
+        h.observe(0, w.ticks_within(500));
+        let s = h.to_seconds(1, &w);
+        assert_eq!(s.counts, vec![2, 1, 1]);
+        assert_eq!((h.count(0), h.count(1)), (1, 4));
+        assert!((s.sum - 0.002_002).abs() < 1e-6, "{}", s.sum);
+        assert_eq!(h.to_seconds(0, &w).counts, vec![1, 0, 0]);
+    }
+}
