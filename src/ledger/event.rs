@@ -467,6 +467,18 @@ macro_rules! events {
                 }
             }
 
+            /// Deserialises the payload of a `kind` event from `d` (the one-pass line
+            /// decoder; an unknown kind is an error).
+            pub(crate) fn deserialize_payload<'de, D: Deserializer<'de>>(
+                kind: &str,
+                d: D,
+            ) -> Result<Event, D::Error> {
+                match kind {
+                    $( stringify!($variant) => <$payload>::deserialize(d).map(Event::$variant), )*
+                    other => Err(D::Error::custom(EventDecodeError::UnknownKind(other.chars().take(64).collect()))),
+                }
+            }
+
             fn from_value(kind: &str, v: serde_json::Value) -> Result<Event, EventDecodeError> {
                 match kind {
                     $( stringify!($variant) => serde_json::from_value::<$payload>(v)

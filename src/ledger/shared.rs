@@ -8,9 +8,10 @@
 //! encoding or a value of the decoding: a cache hit is exactly what a miss would produce.
 
 use std::any::{Any, TypeId};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 use std::sync::Arc;
 
 use serde::de::{DeserializeOwned, Error as _};
@@ -25,15 +26,36 @@ pub const MAX_ENCODED: usize = 65_536;
 type Interned = (Box<str>, Arc<dyn Any + Send + Sync>);
 
 thread_local! {
-    static INTERN: RefCell<HashMap<(TypeId, u64), Interned>> = RefCell::new(HashMap::new());
+    static INTERN: RefCell<InternTable> = RefCell::new(InternTable::default());
     static ENCODE: RefCell<Option<HashMap<usize, Box<RawValue>>>> = const { RefCell::new(None) };
 }
 
+/// The intern table's hash of a JSON text (a collision costs a parse, never a wrong value:
+/// a hit also compares the text).
 fn hash(text: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut h);
-    h.finish()
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x6c65_6467_6572).hash_one(text)
 }
+
+/// The intern table's keys are already hashes: the map uses them as they are.
+#[derive(Clone, Copy, Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 ^= n;
+    }
+}
+
+type InternTable = HashMap<(TypeId, u64), Interned, std::hash::BuildHasherDefault<KeyHasher>>;
 
 fn intern<T: DeserializeOwned + Send + Sync + 'static>(
     text: &str,
@@ -140,21 +162,29 @@ impl<'de> Deserialize<'de> for RawKey {
     }
 }
 
-struct RawText(String);
+/// The JSON text of a raw value: borrowed from the input when the deserializer can lend
+/// it (serde_json from a `&str` or slice), copied otherwise.
+struct RawText<'de>(Cow<'de, str>);
 
-impl<'de> Deserialize<'de> for RawText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawText, D::Error> {
+impl<'de> Deserialize<'de> for RawText<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawText<'de>, D::Error> {
         struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = RawText;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawText<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("JSON text")
             }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RawText, E> {
-                Ok(RawText(s.to_string()))
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                s: &'de str,
+            ) -> Result<RawText<'de>, E> {
+                Ok(RawText(Cow::Borrowed(s)))
             }
-            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<RawText, E> {
-                Ok(RawText(s))
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RawText<'de>, E> {
+                Ok(RawText(Cow::Owned(s.to_string())))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<RawText<'de>, E> {
+                Ok(RawText(Cow::Owned(s)))
             }
         }
         d.deserialize_str(V)
@@ -172,7 +202,7 @@ impl<'de, T: DeserializeOwned + Send + Sync + 'static> serde::de::Visitor<'de> f
         if map.next_key::<RawKey>()?.is_none() {
             return Err(A::Error::custom("expected a raw JSON value"));
         }
-        let text: RawText = map.next_value()?;
+        let text: RawText<'de> = map.next_value()?;
         intern(&text.0).map_err(A::Error::custom)
     }
 
