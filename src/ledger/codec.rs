@@ -113,9 +113,12 @@ pub fn write_snapshot<S: Serialize>(w: &mut impl Write, snap: &Snapshot<S>) -> i
 
 /// Decodes one line. `line_no` is only used in errors.
 pub fn decode_line<S: DeserializeOwned>(text: &str, line_no: u64) -> Result<Line<S>, DecodeError> {
-    // One pass over the line when it has the shape the encoder writes (`kind` before
-    // `event`); anything else, and every error, takes the two-pass path below, which
-    // defines the result: the fast path is only ever the same answer sooner.
+    // A record in the encoder's own shape is read by hand (`fastline`); other valid lines
+    // in one serde pass; anything else, and every error, by the two-pass path below, which
+    // defines the result: the faster paths are only ever the same answer sooner.
+    if let Some(line) = super::fastline::decode(text) {
+        return Ok(line);
+    }
     match decode_one_pass(text) {
         Ok(line) => Ok(line),
         Err(()) => decode_line_two_pass(text, line_no),
@@ -410,7 +413,7 @@ fn decode_bytes<S: DeserializeOwned>(
     bytes: &[u8],
     line_no: u64,
 ) -> Option<Result<Line<S>, DecodeError>> {
-    let text = match std::str::from_utf8(bytes) {
+    let text = match simdutf8::basic::from_utf8(bytes) {
         Ok(t) => t,
         Err(_) => {
             return Some(Err(DecodeError::Io {
@@ -464,6 +467,7 @@ impl<R: BufRead, S: DeserializeOwned> Iterator for Reader<R, S> {
 mod tests {
     use super::*;
     use crate::core::Node;
+    use k8s_openapi::api::core::v1::Pod;
 
     const EXAMPLE: &str = include_str!("../../examples/ledgers/static-pods.ndjson");
 
@@ -477,6 +481,8 @@ mod tests {
         for text in EXAMPLE.lines() {
             let one = decode_one_pass::<Node>(text).expect("the encoder's shape is one pass");
             assert_eq!(Ok(one), two_pass(text), "{text}");
+            let fast = super::super::fastline::decode::<Node>(text).expect("and read by hand");
+            assert_eq!(Ok(fast), two_pass(text), "{text}");
             n += 1;
         }
         assert!(n > 10);
@@ -503,6 +509,121 @@ mod tests {
             decode_line::<u64>(snapshot.trim_end(), 1),
             Ok(Line::Snapshot(s)) if s.state == 42 && s.seq == 3
         ));
+    }
+
+    #[test]
+    fn a_busy_ledger_reads_back_exactly_and_shares_what_it_shared() {
+        let sim = crate::sim::scenarios::busy_node(30, 300_000);
+        let records: Vec<_> = sim.engine().ledger().since(0).cloned().collect();
+        let mut text = Vec::new();
+        for r in &records {
+            write_record(&mut text, r).unwrap();
+        }
+        let text = String::from_utf8(text).unwrap();
+        let mut pods: std::collections::BTreeMap<String, std::sync::Arc<Pod>> = Default::default();
+        let (mut shared, mut fast) = (0, 0);
+        for (line, (want, r)) in text.lines().zip(&records).enumerate() {
+            let got = decode_line::<Node>(want, line as u64 + 1).unwrap();
+            assert_eq!(got, Line::Record((**r).clone()), "line {}", line + 1);
+            assert_eq!(Ok(got.clone()), two_pass(want));
+            fast += usize::from(super::super::fastline::decode::<Node>(want).is_some());
+            // the same pod text decodes to the same object
+            if let Line::Record(Record {
+                event: Event::UpdatePod(u),
+                ..
+            }) = &got
+            {
+                if let Some(p) = &u.pod {
+                    let text = serde_json::to_string(&**p).unwrap();
+                    if let Some(seen) = pods.insert(text, p.clone()) {
+                        shared += usize::from(std::sync::Arc::ptr_eq(&seen, p));
+                    }
+                }
+            }
+        }
+        assert_eq!(fast, records.len(), "every line takes the fast path");
+        assert!(shared > 100, "{shared} pods shared");
+    }
+
+    #[test]
+    fn payloads_read_by_hand_are_what_serde_reads() {
+        use crate::core::command::WorkType;
+        use crate::core::probes::ProbeType;
+        use crate::core::timers::TimerKey;
+        use crate::core::Uid;
+        use crate::ledger::event::{SyncFinished, SyncOutcome, TimerFired};
+        let uid = || Uid::new("c2181359-4726-4b09-abc6-8cb5ba9b7870");
+        let mut events: Vec<Event> = [
+            TimerKey::PodWork { uid: uid() },
+            TimerKey::BackoffExpiry { uid: uid() },
+            TimerKey::Housekeeping,
+            TimerKey::StatusSync,
+            TimerKey::NodeStatusUpdate,
+            TimerKey::LeaseRenew,
+            TimerKey::NodeRegister,
+            TimerKey::KillDeadline {
+                uid: uid(),
+                request: 3,
+            },
+            TimerKey::Probe {
+                uid: uid(),
+                container: "c".into(),
+                probe: ProbeType::Liveness,
+            },
+            TimerKey::PodWork {
+                uid: Uid::new("with \"quotes\""),
+            },
+        ]
+        .into_iter()
+        .map(|key| {
+            Event::TimerFired(TimerFired {
+                key,
+                generation: u64::MAX,
+            })
+        })
+        .collect();
+        for work in [
+            WorkType::Sync,
+            WorkType::Terminating,
+            WorkType::TerminatingRuntime,
+            WorkType::Terminated,
+        ] {
+            for outcome in [
+                SyncOutcome::Ok,
+                SyncOutcome::Terminal,
+                SyncOutcome::Canceled,
+                SyncOutcome::Failed {
+                    message: "simulated failure 1 of 1".into(),
+                },
+                SyncOutcome::Failed {
+                    message: "tab\tted".into(),
+                },
+            ] {
+                events.push(Event::SyncFinished(SyncFinished {
+                    uid: uid(),
+                    sync_id: 0,
+                    work,
+                    outcome,
+                }));
+            }
+        }
+        for event in events {
+            let text = encode_record(&Record {
+                seq: 1,
+                at: Time::from_unix_nanos(1_767_225_600_034_000_000),
+                cause: Some(5),
+                trace: None,
+                event,
+            });
+            assert_eq!(
+                Ok(decode_line::<Node>(&text, 7).unwrap()),
+                two_pass(&text),
+                "{text}"
+            );
+            // escapes inside a payload leave its hand reading, not the fast path
+            let fast = super::super::fastline::decode::<Node>(&text);
+            assert_eq!(fast.ok_or_else(String::new), two_pass(&text), "{text}");
+        }
     }
 
     #[test]

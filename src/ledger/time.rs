@@ -133,7 +133,7 @@ impl Time {
     /// parsed without the general parser's branches; `None` for anything else (including
     /// out-of-range fields), which the general parser then handles or rejects.
     #[inline]
-    fn parse_canonical(b: &[u8]) -> Option<Time> {
+    pub(crate) fn parse_canonical(b: &[u8]) -> Option<Time> {
         let b: &[u8; 30] = b.try_into().ok()?;
         if b[4] != b'-'
             || b[7] != b'-'
