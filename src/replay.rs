@@ -12,7 +12,9 @@ use serde::Serialize;
 
 use crate::core::pod_workers::{PodSyncStatus, WorkerActivity};
 use crate::core::{fold, Command, Node, Uid};
-use crate::ledger::{DecodeError, Line, Reader, Record, Time};
+use crate::ledger::{DecodeError, Record, Time};
+
+pub mod ahead;
 
 /// Where to stop folding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,102 +148,79 @@ pub fn replay_with(
     until: Option<Until>,
     observe: impl FnMut(Fold<'_>),
 ) -> Result<Replayed, ReplayError> {
-    // Decoding (one thread) and folding (this one) run side by side; the decoder is at most
-    // DECODE_AHEAD_BATCHES batches ahead.
+    // Decoding (a second thread, see `ahead`) and folding (this one) run side by side.
     std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Decoded>>(DECODE_AHEAD_BATCHES);
-        scope.spawn(move || {
-            let mut reader: Reader<_, Node> = Reader::new(input);
-            let mut batch = Vec::with_capacity(DECODE_BATCH_LINES);
-            while let Some(line) = reader.next() {
-                let failed = line.is_err();
-                batch.push((reader.line_no(), line));
-                if failed || batch.len() == DECODE_BATCH_LINES {
-                    let full =
-                        std::mem::replace(&mut batch, Vec::with_capacity(DECODE_BATCH_LINES));
-                    if tx.send(full).is_err() || failed {
-                        return;
-                    }
-                }
-            }
-            let _ = tx.send(batch);
-        });
-        fold_lines(rx.into_iter().flatten(), until, observe)
+        let decoder = ahead::DecodeAhead::spawn(scope, input, until);
+        let folded = fold_batches(&decoder, until, observe);
+        let kills = decoder.finish();
+        folded.map(|(node, records_folded, base_seq)| Replayed {
+            node,
+            records_folded,
+            base_seq,
+            kills,
+        })
     })
 }
 
-/// Lines decoded per batch handed to the folding thread.
-const DECODE_BATCH_LINES: usize = 1024;
-/// Batches the decoder may be ahead of the fold.
-const DECODE_AHEAD_BATCHES: usize = 8;
-
-type Decoded = (u64, Result<Line<Node>, DecodeError>);
-
-fn fold_lines(
-    lines: impl Iterator<Item = Decoded>,
+/// Folds what `decoder` hands over; the node, the records folded and the base seq.
+fn fold_batches(
+    decoder: &ahead::DecodeAhead<'_>,
     until: Option<Until>,
     mut observe: impl FnMut(Fold<'_>),
-) -> Result<Replayed, ReplayError> {
+) -> Result<(Node, u64, u64), ReplayError> {
     let mut node = Node::default();
     let mut base_seq = 0;
     let mut expected = 1u64;
     let mut folded = 0u64;
-    let mut kills = crate::restarts::KillLog::default();
-    for (line_no, line) in lines {
-        match line? {
-            Line::Snapshot(s) => {
+    while let Some(decoded) = decoder.recv() {
+        let batch = match decoded {
+            ahead::Decoded::Failed(e) => return Err(e.into()),
+            ahead::Decoded::Snapshot(s) => {
+                let s = *s;
                 node = s.state;
                 base_seq = s.seq;
                 expected = s.seq + 1;
                 observe(Fold::Snapshot { seq: s.seq });
+                continue;
             }
-            Line::Record(r) => {
-                if r.seq != expected {
-                    let what = if folded == 0 && base_seq == 0 {
-                        format!(
-                            "the ledger starts at seq {} without a Snapshot line: records 1..{} are missing",
-                            r.seq,
-                            r.seq - 1
-                        )
-                    } else {
-                        format!(
-                            "seq {} follows seq {}: records are missing",
-                            r.seq,
-                            expected - 1
-                        )
-                    };
-                    return Err(ReplayError::NotReplayable {
-                        line: line_no,
-                        what,
-                    });
-                }
-                let stop = match until {
-                    Some(Until::Seq(s)) => r.seq > s,
-                    Some(Until::Time(t)) => r.at > t,
-                    None => false,
+            ahead::Decoded::Records(batch) => batch,
+        };
+        for (line_no, r) in &batch {
+            if r.seq != expected {
+                let what = if folded == 0 && base_seq == 0 {
+                    format!(
+                        "the ledger starts at seq {} without a Snapshot line: records 1..{} are missing",
+                        r.seq,
+                        r.seq - 1
+                    )
+                } else {
+                    format!(
+                        "seq {} follows seq {}: records are missing",
+                        r.seq,
+                        expected - 1
+                    )
                 };
-                if stop {
-                    break;
-                }
-                let commands = fold(&mut node, &r);
-                kills.observe(&r);
-                observe(Fold::Record {
-                    node: &node,
-                    record: &r,
-                    commands: &commands,
-                    line: line_no,
+                return Err(ReplayError::NotReplayable {
+                    line: *line_no,
+                    what,
                 });
-                expected = r.seq + 1;
-                folded += 1;
             }
+            if ahead::stops_before(until, r) {
+                return Ok((node, folded, base_seq));
+            }
+            let commands = fold(&mut node, r);
+            observe(Fold::Record {
+                node: &node,
+                record: r,
+                commands: &commands,
+                line: *line_no,
+            });
+            expected = r.seq + 1;
+            folded += 1;
         }
+        decoder.give_back(batch);
     }
-    Ok(Replayed {
-        node,
-        records_folded: folded,
-        base_seq,
-        kills,
-    })
+    Ok((node, folded, base_seq))
 }
 
 /// One pod worker, as shown by `replay`.

@@ -84,14 +84,19 @@ fn failed(r: RunResult) -> bool {
 impl KillLog {
     /// Reads one record.
     pub fn observe(&mut self, r: &Record) {
-        if let (Some(p), Some(uid)) = (r.event.pod(), r.event.pod_uid()) {
-            self.names.entry(uid).or_insert_with(|| {
-                format!(
-                    "{}/{}",
-                    crate::core::pod::namespace(p),
-                    crate::core::pod::name(p)
-                )
-            });
+        // a record that carries a pod is about that pod (`pod_uid` is the pod's UID)
+        if let Some(p) = r.event.pod() {
+            let uid = crate::core::pod::uid_str(p);
+            if !self.names.contains_key(uid) {
+                self.names.insert(
+                    Uid::new(uid),
+                    format!(
+                        "{}/{}",
+                        crate::core::pod::namespace(p),
+                        crate::core::pod::name(p)
+                    ),
+                );
+            }
         }
         match &r.event {
             Event::ProbeFinished(f) if f.result != RunResult::Error => {

@@ -123,6 +123,64 @@ impl Time {
 
     /// Parses RFC 3339: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, fraction of 1–9 digits.
     pub fn parse_rfc3339(s: &str) -> Result<Time, TimeParseError> {
+        match Time::parse_canonical(s.as_bytes()) {
+            Some(t) => Ok(t),
+            None => Time::parse_general(s),
+        }
+    }
+
+    /// The form this module writes (`YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`, every ledger `at`),
+    /// parsed without the general parser's branches; `None` for anything else (including
+    /// out-of-range fields), which the general parser then handles or rejects.
+    #[inline]
+    pub(crate) fn parse_canonical(b: &[u8]) -> Option<Time> {
+        let b: &[u8; 30] = b.try_into().ok()?;
+        if b[4] != b'-'
+            || b[7] != b'-'
+            || b[10] != b'T'
+            || b[13] != b':'
+            || b[16] != b':'
+            || b[19] != b'.'
+            || b[29] != b'Z'
+        {
+            return None;
+        }
+        let mut bad = 0u8;
+        let mut digit = |i: usize| {
+            let d = b[i].wrapping_sub(b'0');
+            bad |= u8::from(d > 9);
+            i64::from(d)
+        };
+        let year = digit(0) * 1000 + digit(1) * 100 + digit(2) * 10 + digit(3);
+        let month = digit(5) * 10 + digit(6);
+        let day = digit(8) * 10 + digit(9);
+        let hour = digit(11) * 10 + digit(12);
+        let minute = digit(14) * 10 + digit(15);
+        let second = digit(17) * 10 + digit(18);
+        let mut frac = 0i64;
+        for i in 20..29 {
+            frac = frac * 10 + digit(i);
+        }
+        if bad != 0
+            || !(1..=12).contains(&month)
+            || day < 1
+            || day > days_in_month(year, month)
+            || hour > 23
+            || minute > 59
+            || second > 59
+        {
+            return None;
+        }
+        let secs =
+            days_from_civil(year, month, day) * SECS_PER_DAY + hour * 3600 + minute * 60 + second;
+        // only about ±292 years around 1970 fit in i64 nanoseconds: checked as the general
+        // parser checks
+        secs.checked_mul(NANOS_PER_SEC)
+            .and_then(|n| n.checked_add(frac))
+            .map(Time)
+    }
+
+    fn parse_general(s: &str) -> Result<Time, TimeParseError> {
         let err = |what: &'static str| TimeParseError {
             input: s.chars().take(64).collect(),
             what,
@@ -305,6 +363,45 @@ mod tests {
             Time::parse_rfc3339("2024-02-29T00:00:00Z").map(|t| t.unix_secs()),
             Ok(1_709_164_800)
         );
+    }
+
+    #[test]
+    fn the_canonical_fast_path_agrees_with_the_general_parser() {
+        let mut inputs: Vec<String> = [
+            0i64,
+            -1,
+            1,
+            951_782_400_000_000_000,   // 2000-02-29
+            1_709_164_800_123_456_789, // 2024-02-29
+            4_102_444_799_999_999_999, // 2099-12-31T23:59:59.999999999
+            i64::MAX,
+            i64::MIN,
+        ]
+        .iter()
+        .map(|n| Time::from_unix_nanos(*n).to_rfc3339_nanos())
+        .collect();
+        inputs.extend(
+            [
+                "2023-02-29T00:00:00.000000000Z",
+                "2024-01-01T00:00:60.000000000Z",
+                "2024-01-01T24:00:00.000000000Z",
+                "2024-00-01T00:00:00.000000000Z",
+                "2024-01-32T00:00:00.000000000Z",
+                "2024-01-01T00:00:00.00000000aZ",
+                "2024-01-01t00:00:00.000000000Z",
+                "9999-12-31T23:59:59.999999999Z",
+                "0000-01-01T00:00:00.000000000Z",
+                "2024-01-01T00:00:00.000000000z",
+            ]
+            .map(String::from),
+        );
+        for s in inputs {
+            assert_eq!(Time::parse_rfc3339(&s), Time::parse_general(&s), "{s}");
+            if let Some(t) = Time::parse_canonical(s.as_bytes()) {
+                assert_eq!(Ok(t), Time::parse_general(&s), "{s}");
+            }
+        }
+        assert!(Time::parse_canonical(b"2024-01-01T00:00:00.000000000Z").is_some());
     }
 
     #[test]

@@ -118,7 +118,7 @@ fn parse<S: DeserializeOwned>(buf: &[u8]) -> Parsed<S> {
         match decode_line::<S>(text, line_no) {
             Ok(Line::Snapshot(s)) if first => {
                 expected = Some(s.seq + 1);
-                out.snapshot = Some(s);
+                out.snapshot = Some(*s);
             }
             Ok(Line::Snapshot(_)) => {
                 out.damage = Some((line_no, "a Snapshot after records".into()));
