@@ -363,7 +363,11 @@ impl Prometheus {
     fn wait_scrapes(&self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            // Prometheus listens before its storage is up and answers 503 until `/-/ready`
+            // says 200 (seen on a loaded machine): query only once it is ready.
+            let ready = std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                && http_get(self.port, "/-/ready").0 == 200;
+            if ready {
                 let v = self.query("count_over_time(up{job=\"ledgerlet\"}[5m])");
                 let count = v["data"]["result"][0]["value"][1]
                     .as_str()
