@@ -475,6 +475,7 @@ impl Exporting {
         let thread = std::thread::Builder::new()
             .name("otlp-export".into())
             .spawn(move || {
+                yield_to_the_engine();
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -568,6 +569,23 @@ impl Exporting {
             let _ = thread.join();
         }
         // otherwise the thread is stuck in an export; it is detached and dies with the process
+    }
+}
+
+/// The export thread's nice value (Linux): telemetry yields the CPU to the engine and the
+/// runtime when every core is busy. It still runs whenever a core is idle; if it is starved
+/// long enough for the queue to fill, spans are dropped and counted, as with a slow collector.
+pub const EXPORT_THREAD_NICE: i32 = 10;
+
+/// Lowers the calling thread's priority to [`EXPORT_THREAD_NICE`] (best effort).
+fn yield_to_the_engine() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain syscalls on the calling thread; a failure leaves the priority as is.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+        if let Ok(tid) = libc::id_t::try_from(tid) {
+            let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, EXPORT_THREAD_NICE) };
+        }
     }
 }
 
@@ -752,6 +770,32 @@ mod tests {
             to: "terminating",
             uid: crate::core::Uid::new(uid),
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_export_thread_runs_at_a_lower_priority_than_the_engine() {
+        let ex = Exporting::start(
+            &ExportOptions::default(),
+            Resource::builder_empty().build(),
+            || Ok(Sink::default()),
+        )
+        .unwrap();
+        let mut nices = Vec::new();
+        for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            if comm.trim() == "otlp-export" {
+                let tid: libc::id_t = e.file_name().to_str().unwrap().parse().unwrap();
+                nices.push(unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) });
+            }
+        }
+        let mine = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        ex.shutdown(Duration::from_secs(1));
+        // (other tests may be starting export threads of their own at the same time; ours
+        // lowered itself before `start` returned)
+        let lowered =
+            |n: &i32| *n == EXPORT_THREAD_NICE || (*n == mine && mine > EXPORT_THREAD_NICE);
+        assert!(nices.iter().any(lowered), "{nices:?}, this thread {mine}");
     }
 
     #[test]

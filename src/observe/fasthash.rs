@@ -73,24 +73,26 @@ impl Hasher for FxHasher {
 /// Sets of a [`UidCache`] (a power of two); each holds two UIDs.
 pub const UID_CACHE_SETS: usize = 2048;
 /// The longest UID text a [`UidCache`] keeps (a UUID has 36 characters).
-pub const UID_CACHE_MAX_LEN: usize = 39;
+pub const UID_CACHE_MAX_LEN: usize = 37;
 
-/// One cached UID: its text inline (compared without touching the heap) and the shared
-/// `Uid`, in one cache line.
+/// One cached UID: the shared `Uid`, a tag its user keeps with it, and its text inline
+/// (compared without touching the heap), in one cache line.
 #[derive(Clone)]
 #[repr(C, align(64))]
 struct Slot {
+    uid: Option<Uid>,
+    tag: u16,
     len: u8,
     text: [u8; UID_CACHE_MAX_LEN],
-    uid: Option<Uid>,
 }
 
 impl Default for Slot {
     fn default() -> Self {
         Slot {
+            uid: None,
+            tag: 0,
             len: 0,
             text: [0; UID_CACHE_MAX_LEN],
-            uid: None,
         }
     }
 }
@@ -106,7 +108,8 @@ impl Slot {
 /// keyed by `Uid` compare an inline prefix first, which is several times faster than comparing
 /// text). Two-way set associative, the text kept inline so a hit reads one cache line; a hit
 /// is an exact text match, so a collision only costs a miss. [`UID_CACHE_SETS`] × 2 entries
-/// at most; longer texts than [`UID_CACHE_MAX_LEN`] are never cached.
+/// at most; longer texts than [`UID_CACHE_MAX_LEN`] are never cached. Each entry carries a
+/// `u16` tag for its user, 0 when the entry is (re)filled.
 pub struct UidCache {
     slots: Box<[Slot]>,
 }
@@ -133,6 +136,19 @@ impl UidCache {
         h.write(text);
         // the high bits of a multiplicative hash are the well-mixed ones
         2 * ((h.finish() >> 40) as usize & (UID_CACHE_SETS - 1))
+    }
+
+    /// The slot of the cached `Uid` with this text, if there is one.
+    #[inline]
+    pub fn find(&self, text: &str) -> Option<usize> {
+        let bytes = text.as_bytes();
+        if bytes.len() > UID_CACHE_MAX_LEN {
+            return None;
+        }
+        let set = Self::set(bytes);
+        [set, set + 1]
+            .into_iter()
+            .find(|i| self.slots[*i].holds(bytes) && self.slots[*i].uid.is_some())
     }
 
     /// The slot of the cached `Uid` with this text, else `miss()` is asked and its answer
@@ -168,6 +184,7 @@ impl UidCache {
         slot.len = bytes.len() as u8;
         slot.text[..bytes.len()].copy_from_slice(bytes);
         slot.uid = Some(found);
+        slot.tag = 0;
         Some(set)
     }
 
@@ -175,6 +192,25 @@ impl UidCache {
     #[inline]
     pub fn at(&self, slot: usize) -> &Uid {
         self.slots[slot].uid.as_ref().expect("a filled slot")
+    }
+
+    /// The tag of a slot.
+    #[inline]
+    pub fn tag(&self, slot: usize) -> u16 {
+        self.slots[slot].tag
+    }
+
+    /// Sets the tag of a slot.
+    #[inline]
+    pub fn set_tag(&mut self, slot: usize, tag: u16) {
+        self.slots[slot].tag = tag;
+    }
+
+    /// Sets every tag to 0.
+    pub fn clear_tags(&mut self) {
+        for s in self.slots.iter_mut() {
+            s.tag = 0;
+        }
     }
 }
 
@@ -205,6 +241,13 @@ mod tests {
         assert_eq!(asked.get(), misses);
         // a miss that finds nothing is not remembered
         assert!(get(&mut c, "nope", &|| None).is_none());
+        assert!(c.find("nope").is_none());
+        // tags stay with their entry until it is refilled
+        let i = c.find(&t).expect("cached");
+        c.set_tag(i, 7);
+        assert_eq!(c.tag(c.find(&t).unwrap()), 7);
+        c.clear_tags();
+        assert_eq!(c.tag(i), 0);
         assert!(c.slots.iter().all(|s| !s.holds(b"nope")));
         assert_eq!(c.slots.len(), 2 * UID_CACHE_SETS);
         // a text too long to cache is not looked for (the caller compares text instead)

@@ -21,9 +21,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::pod_workers::{PodSyncStatus, PodWorkerState};
+use crate::core::update::UpdatePod;
 use crate::core::update::UpdateType;
 use crate::core::{pod, Command, Node, Uid};
-use crate::ledger::event::{RuntimeAction, SyncFinished};
+use crate::ledger::event::{RuntimeAction, SyncFinished, SyncOutcome};
 use crate::ledger::{Event, Record, Time, TraceParent};
 
 use super::clock::{Stopwatch, TickHistograms};
@@ -95,11 +96,28 @@ enum Subject<'a> {
 }
 
 impl Subject<'_> {
-    fn phase(self, node: &Node, uids: &UidCache) -> (Phase, Option<Time>) {
+    fn status<'n>(self, node: &'n Node, uids: &UidCache) -> Option<&'n PodSyncStatus> {
         match self {
-            Subject::Uid(u) => phase_of(node.pod_workers.status(u)),
-            Subject::Cached(i) => phase_of(node.pod_workers.status(uids.at(i))),
-            Subject::Text(t) => phase_of(node.pod_workers.status_by_str(t)),
+            Subject::Uid(u) => node.pod_workers.status(u),
+            Subject::Cached(i) => node.pod_workers.status(uids.at(i)),
+            Subject::Text(t) => node.pod_workers.status_by_str(t),
+        }
+    }
+
+    fn phase(self, node: &Node, uids: &UidCache) -> (Phase, Option<Time>) {
+        phase_of(self.status(node, uids))
+    }
+
+    /// True if the pod is desired (in the pod manager) and its worker is live: started, not
+    /// asked to terminate, not finished. See [`FoldObserver::fold`] for what that buys.
+    fn live(self, node: &Node, uids: &UidCache) -> bool {
+        let live = self
+            .status(node, uids)
+            .is_some_and(|s| s.is_started() && !s.is_termination_requested() && !s.finished);
+        live && match self {
+            Subject::Uid(u) => node.pod_manager.get(u).is_some(),
+            Subject::Cached(i) => node.pod_manager.get(uids.at(i)).is_some(),
+            Subject::Text(t) => node.pod_manager.get(t).is_some(),
         }
     }
 
@@ -123,6 +141,32 @@ fn phase_of(status: Option<&PodSyncStatus>) -> (Phase, Option<Time>) {
             PodWorkerState::Terminated => (Phase::Terminated, s.terminated_at),
         },
     }
+}
+
+/// Debug builds: a fold watched as [`Watch::Quiet`] did not move the worker between phases,
+/// and a live worker stayed live.
+#[cfg(debug_assertions)]
+fn check_quiet(
+    node: &Node,
+    uids: &UidCache,
+    record: &Record,
+    subject: Subject<'_>,
+    (phase, live): (Phase, bool),
+) {
+    let after = subject.phase(node, uids).0;
+    assert_eq!(
+        phase,
+        after,
+        "the fold of record {} ({}) moved a worker the observer took for quiet",
+        record.seq,
+        record.event.kind()
+    );
+    assert!(
+        !live || subject.live(node, uids),
+        "the fold of record {} ({}) ended a live worker the observer took for quiet",
+        record.seq,
+        record.event.kind()
+    );
 }
 
 /// Where a record's span hangs.
@@ -285,6 +329,21 @@ struct Before<'a> {
     entered: Option<Time>,
 }
 
+/// How a fold of an `UpdatePod` or `SyncFinished` is watched for a transition.
+#[derive(Clone, Copy)]
+enum Watch<'a> {
+    /// The worker's phase is looked up before and after the fold.
+    Exact(Before<'a>),
+    /// The fold cannot move the worker between phases (a live worker and a benign record,
+    /// or a record the workers ignore). Debug builds check it with the lookups anyway.
+    Quiet {
+        subject: Subject<'a>,
+        /// The phase before the fold, and whether the worker was marked live.
+        #[cfg(debug_assertions)]
+        check: (Phase, bool),
+    },
+}
+
 /// The fold statistics, transitions and pod start metrics of one engine, plus its tracer.
 pub struct FoldObserver {
     watch: Stopwatch,
@@ -307,7 +366,13 @@ pub struct FoldObserver {
     input_base_ticks: u64,
     base_pending: bool,
     last_end_ticks: u64,
+    /// The tag of live workers in `uids`; bumped (forgetting every live mark) when a record
+    /// may have orphaned any pod.
+    live_tag: u16,
     tracer: Option<FoldTracer>,
+    /// Folds watched as quiet (tests check the fast path is taken).
+    #[cfg(test)]
+    quiet_folds: u64,
 }
 
 impl Default for FoldObserver {
@@ -336,7 +401,10 @@ impl FoldObserver {
             input_base_ticks: 0,
             base_pending: true,
             last_end_ticks: 0,
+            live_tag: 1,
             tracer,
+            #[cfg(test)]
+            quiet_folds: 0,
         }
     }
 
@@ -380,10 +448,22 @@ impl FoldObserver {
         record: &Record,
         opened: Option<Opened>,
     ) -> Vec<Command> {
-        let before = match &record.event {
-            Event::UpdatePod(_) | Event::SyncFinished(_) => self.before(node, &record.event),
+        let watch = match &record.event {
+            Event::UpdatePod(u) => self.watch_update(node, u),
+            Event::SyncFinished(f) => self.watch_sync_finished(node, f),
             Event::PodAdded(c) => {
                 self.pod_added(node, record.at, &c.pod);
+                None
+            }
+            Event::PodRemoved(c) => {
+                // no longer desired: the next SyncKnownPods may orphan it
+                if let Some(i) = self.uids.find(pod::uid_str(&c.pod)) {
+                    self.uids.set_tag(i, 0);
+                }
+                None
+            }
+            Event::SyncKnownPods(k) if k.desired.is_some() => {
+                self.forget_live();
                 None
             }
             _ => None,
@@ -398,8 +478,22 @@ impl FoldObserver {
         self.last_end_ticks = ended;
         let kind = record.event.kind_index();
         self.folds.observe(kind, ended.wrapping_sub(started));
-        let transition = match before {
-            Some(b) => self.after(node, record, b),
+        let transition = match watch {
+            Some(Watch::Exact(b)) => self.after(node, record, b),
+            Some(Watch::Quiet {
+                subject,
+                #[cfg(debug_assertions)]
+                check,
+            }) => {
+                #[cfg(debug_assertions)]
+                check_quiet(node, &self.uids, record, subject, check);
+                #[cfg(test)]
+                {
+                    self.quiet_folds += 1;
+                }
+                let _ = subject;
+                None
+            }
             None => None,
         };
         if !self.starting.is_empty() {
@@ -439,41 +533,123 @@ impl FoldObserver {
         commands
     }
 
-    /// The worker phase, before its fold, of the pod an `UpdatePod` or `SyncFinished` is about.
-    #[inline(never)]
-    fn before<'a>(&mut self, node: &Node, event: &'a Event) -> Option<Before<'a>> {
-        let subject = match event {
-            Event::UpdatePod(u) => match (&u.pod, &u.running_pod) {
-                (Some(p), _) => {
-                    let text = pod::uid_str(p);
-                    let workers = &node.pod_workers;
-                    match self.uids.find_or(text, || workers.uid_key(text).cloned()) {
-                        Some(i) => Subject::Cached(i),
-                        None => Subject::Text(text),
+    /// How to watch the fold of an `UpdatePod` (the cases follow `PodWorkers::update_pod`).
+    #[inline]
+    fn watch_update<'a>(&mut self, node: &Node, u: &'a UpdatePod) -> Option<Watch<'a>> {
+        let subject = match (&u.pod, &u.running_pod) {
+            (Some(p), _) => {
+                let text = pod::uid_str(p);
+                let workers = &node.pod_workers;
+                let slot = self.uids.find_or(text, || workers.uid_key(text).cloned());
+                // A live worker only leaves its phase when the update kills it, or its pod is
+                // deleted or in a terminal phase.
+                let benign = u.update_type != UpdateType::Kill
+                    && !pod::is_deleted(p)
+                    && !pod::has_terminal_phase(p);
+                match slot {
+                    Some(i) if benign && self.uids.tag(i) == self.live_tag => {
+                        return Some(self.quiet(node, Subject::Cached(i), true));
                     }
+                    Some(i) => Subject::Cached(i),
+                    None => Subject::Text(text),
                 }
-                (None, Some(r)) => Subject::Uid(&r.uid),
-                (None, None) => return None,
-            },
-            Event::SyncFinished(f) => Subject::Uid(&f.uid),
-            _ => return None,
+            }
+            // runtime pods can only be killed: anything else leaves the workers as they are
+            (None, Some(r)) if u.update_type != UpdateType::Kill => {
+                return Some(self.quiet(node, Subject::Uid(&r.uid), false));
+            }
+            (None, Some(r)) => Subject::Uid(&r.uid),
+            (None, None) => return None,
         };
+        Some(self.exact(node, subject))
+    }
+
+    /// How to watch the fold of a `SyncFinished` (the cases follow
+    /// `PodWorkers::on_sync_finished`): a live worker's sync is a `Sync` work, which moves it
+    /// to terminating only when the pod turned out terminal.
+    #[inline]
+    fn watch_sync_finished<'a>(&mut self, node: &Node, f: &'a SyncFinished) -> Option<Watch<'a>> {
+        if f.outcome != SyncOutcome::Terminal {
+            if let Some(i) = self.uids.find(f.uid.as_str()) {
+                if self.uids.tag(i) == self.live_tag {
+                    return Some(self.quiet(node, Subject::Cached(i), true));
+                }
+            }
+        }
+        Some(self.exact(node, Subject::Uid(&f.uid)))
+    }
+
+    #[inline]
+    fn quiet<'a>(&self, node: &Node, subject: Subject<'a>, live: bool) -> Watch<'a> {
+        #[cfg(debug_assertions)]
+        let check = {
+            assert!(
+                !live || subject.live(node, &self.uids),
+                "a worker marked live is not"
+            );
+            (subject.phase(node, &self.uids).0, live)
+        };
+        #[cfg(not(debug_assertions))]
+        let _ = (node, live);
+        Watch::Quiet {
+            subject,
+            #[cfg(debug_assertions)]
+            check,
+        }
+    }
+
+    /// The worker's phase before the fold, looked up.
+    #[inline(never)]
+    fn exact<'a>(&self, node: &Node, subject: Subject<'a>) -> Watch<'a> {
         let (phase, entered) = subject.phase(node, &self.uids);
-        Some(Before {
+        Watch::Exact(Before {
             subject,
             phase,
             entered,
         })
     }
 
+    /// Forgets which workers are live (a record may have orphaned any pod).
+    #[cold]
+    fn forget_live(&mut self) {
+        self.live_tag = self.live_tag.wrapping_add(1);
+        if self.live_tag == 0 {
+            self.uids.clear_tags();
+            self.live_tag = 1;
+        }
+    }
+
     /// Counts the transition a fold made, if it made one; with tracing, its span event.
     #[inline(never)]
     fn after(&mut self, node: &Node, record: &Record, before: Before<'_>) -> Option<Transition> {
         let (to, _) = before.subject.phase(node, &self.uids);
+        self.mark_live(node, before.subject);
         if to == before.phase {
             return None;
         }
         self.transition(record, before, to)
+    }
+
+    /// Remembers whether the worker is live now, so its next benign records skip the lookups.
+    fn mark_live(&mut self, node: &Node, subject: Subject<'_>) {
+        let live = subject.live(node, &self.uids);
+        let text = match subject {
+            Subject::Cached(i) => {
+                self.uids.set_tag(i, if live { self.live_tag } else { 0 });
+                return;
+            }
+            Subject::Uid(u) => u.as_str(),
+            Subject::Text(t) => t,
+        };
+        let slot = if live {
+            let workers = &node.pod_workers;
+            self.uids.find_or(text, || workers.uid_key(text).cloned())
+        } else {
+            self.uids.find(text)
+        };
+        if let Some(i) = slot {
+            self.uids.set_tag(i, if live { self.live_tag } else { 0 });
+        }
     }
 
     /// Counts a transition (rare: a few per pod life) and, with tracing, makes its span event.
@@ -729,6 +905,76 @@ impl FoldObserver {
             "kubelet_orphaned_runtime_pods_total",
             &[],
             self.orphaned_runtime_pods as f64,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Transitions by the plain definition: the worker's phase looked up before and after
+    /// every `UpdatePod` and `SyncFinished`.
+    fn reference(records: &[Arc<Record>]) -> BTreeMap<(Phase, Phase), u64> {
+        let mut node = Node::default();
+        let mut out = BTreeMap::new();
+        for r in records {
+            let uid: Option<String> = match &r.event {
+                Event::UpdatePod(u) => u.uid().map(|u| u.as_str().to_string()),
+                Event::SyncFinished(f) => Some(f.uid.as_str().to_string()),
+                _ => None,
+            };
+            let before = uid
+                .as_deref()
+                .map(|u| phase_of(node.pod_workers.status_by_str(u)).0);
+            let _ = crate::core::fold(&mut node, r);
+            if let (Some(u), Some(from)) = (uid.as_deref(), before) {
+                let to = phase_of(node.pod_workers.status_by_str(u)).0;
+                if to != from {
+                    *out.entry((from, to)).or_insert(0) += 1;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn transitions_are_those_of_lookups_before_and_after_every_update_and_sync_finished() {
+        // deletions after 5 min, failing first syncs, jobs that complete: every transition
+        let sim = crate::sim::scenarios::busy_node(40, 7 * 60 * 1000);
+        let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
+        let mut node = Node::default();
+        let mut observer = FoldObserver::default();
+        for r in &records {
+            observer.begin_input(r.at);
+            let _ = observer.fold(&mut node, r, None);
+            observer.end_input();
+        }
+        let got: BTreeMap<(Phase, Phase), u64> = observer
+            .transitions
+            .iter()
+            .map(|(k, (n, _))| (*k, *n))
+            .collect();
+        let want = reference(&records);
+        assert_eq!(got, want);
+        assert!(
+            want.contains_key(&(Phase::Sync, Phase::Terminating)),
+            "{want:?}"
+        );
+        assert!(
+            want.contains_key(&(Phase::Terminated, Phase::Finished)),
+            "{want:?}"
+        );
+        // most updates and sync results skip the lookups
+        let watched = records
+            .iter()
+            .filter(|r| matches!(r.event, Event::UpdatePod(_) | Event::SyncFinished(_)))
+            .count() as u64;
+        assert!(
+            observer.quiet_folds * 2 > watched,
+            "{} of {watched} quiet",
+            observer.quiet_folds
         );
     }
 }
