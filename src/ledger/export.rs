@@ -8,6 +8,7 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -75,8 +76,13 @@ pub fn write_export<'a, S: Serialize>(
     if let Some(s) = snapshot {
         write_snapshot(w, s)?;
     }
+    // a line is encoded into `line`, then written at once: many small writes into the
+    // export's buffer cost more than the copy
+    let mut line = Vec::with_capacity(4096);
     for r in records {
-        write_record(w, r)?;
+        line.clear();
+        write_record(&mut line, r)?;
+        w.write_all(&line)?;
         stats.records += 1;
         stats.first_seq.get_or_insert(r.seq);
         stats.last_seq = Some(r.seq);
@@ -89,61 +95,94 @@ pub fn is_gz_path(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "gz")
 }
 
-/// A writer for an export file: gzip (level [`GZIP_LEVEL`]) when the name ends in `.gz`,
-/// compressed on a second thread so encoding and compression run side by side. Call
-/// [`ExportWriter::finish`] to complete the file.
+/// A writer for an export file: gzip (level [`GZIP_LEVEL`]) when the name ends in `.gz`.
+/// The caller's thread only encodes: the bytes go in chunks to a second thread that
+/// compresses (for `.gz`) and writes them, so encoding, compression and the kernel's copy
+/// into the file run side by side. Call [`ExportWriter::finish`] to complete the file.
 pub struct ExportWriter {
-    inner: Inner,
-}
-
-enum Inner {
-    Plain(BufWriter<File>),
-    Gz(GzPipe),
-}
-
-/// Chunks of this size go to the compressing thread.
-const GZ_CHUNK_BYTES: usize = 1 << 20;
-
-struct GzPipe {
     buf: Vec<u8>,
-    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    tx: Option<SyncSender<Vec<u8>>>,
+    /// Chunks the writing thread is done with, to be filled again (a fresh 1 MiB buffer
+    /// per chunk would cost its page faults every time).
+    back: Receiver<Vec<u8>>,
     thread: Option<std::thread::JoinHandle<io::Result<File>>>,
 }
 
-impl GzPipe {
-    fn new(file: BufWriter<File>) -> io::Result<GzPipe> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+/// Chunks of this size go to the writing thread.
+const CHUNK_BYTES: usize = 1 << 20;
+/// Chunks the encoder may be ahead of the writing thread.
+const CHUNKS_AHEAD: usize = 4;
+
+/// The writing thread: writes (or compresses, then writes) every chunk to `file`.
+fn write_chunks(
+    file: File,
+    gzip: bool,
+    chunks: Receiver<Vec<u8>>,
+    back: SyncSender<Vec<u8>>,
+) -> io::Result<File> {
+    fn drain(
+        w: &mut impl Write,
+        chunks: Receiver<Vec<u8>>,
+        back: SyncSender<Vec<u8>>,
+    ) -> io::Result<()> {
+        for chunk in chunks {
+            w.write_all(&chunk)?;
+            let _ = back.try_send(chunk);
+        }
+        Ok(())
+    }
+    if gzip {
+        let file = BufWriter::with_capacity(CHUNK_BYTES, file);
+        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::new(GZIP_LEVEL));
+        drain(&mut gz, chunks, back)?;
+        gz.finish()?.into_inner().map_err(|e| e.into_error())
+    } else {
+        let mut file = file;
+        drain(&mut file, chunks, back)?;
+        Ok(file)
+    }
+}
+
+impl ExportWriter {
+    /// Creates (truncates) `path`.
+    pub fn create(path: &Path) -> io::Result<ExportWriter> {
+        let file = File::create(path)?;
+        let gzip = is_gz_path(path);
+        let (tx, chunks) = sync_channel::<Vec<u8>>(CHUNKS_AHEAD);
+        let (back_tx, back) = sync_channel::<Vec<u8>>(CHUNKS_AHEAD + 2);
         let thread = std::thread::Builder::new()
-            .name("export-gzip".into())
-            .spawn(move || {
-                let mut gz =
-                    flate2::write::GzEncoder::new(file, flate2::Compression::new(GZIP_LEVEL));
-                for chunk in rx {
-                    gz.write_all(&chunk)?;
-                }
-                gz.finish()?.into_inner().map_err(|e| e.into_error())
-            })?;
-        Ok(GzPipe {
-            buf: Vec::with_capacity(GZ_CHUNK_BYTES),
+            .name(if gzip { "export-gzip" } else { "export-write" }.into())
+            .spawn(move || write_chunks(file, gzip, chunks, back_tx))?;
+        Ok(ExportWriter {
+            buf: Vec::with_capacity(CHUNK_BYTES),
             tx: Some(tx),
+            back,
             thread: Some(thread),
         })
     }
 
+    /// Hands the buffered bytes to the writing thread.
     fn send(&mut self) -> io::Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(GZ_CHUNK_BYTES));
+        let next = match self.back.try_recv() {
+            Ok(mut b) => {
+                b.clear();
+                b
+            }
+            Err(_) => Vec::with_capacity(CHUNK_BYTES),
+        };
+        let chunk = std::mem::replace(&mut self.buf, next);
         let sent = self.tx.as_ref().is_some_and(|tx| tx.send(chunk).is_ok());
         if sent {
             Ok(())
         } else {
-            // the compressor stopped: its error says why
+            // the writer stopped: its error says why
             Err(self
                 .join()
                 .err()
-                .unwrap_or_else(|| io::Error::other("the gzip thread stopped")))
+                .unwrap_or_else(|| io::Error::other("the export writing thread stopped")))
         }
     }
 
@@ -152,68 +191,38 @@ impl GzPipe {
         match self.thread.take() {
             Some(t) => t
                 .join()
-                .map_err(|_| io::Error::other("the gzip thread panicked"))?,
-            None => Err(io::Error::other("the gzip stream is already finished")),
+                .map_err(|_| io::Error::other("the export writing thread panicked"))?,
+            None => Err(io::Error::other("the export is already finished")),
         }
     }
-}
 
-impl Write for GzPipe {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= GZ_CHUNK_BYTES {
-            self.send()?;
-        }
-        Ok(data.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl ExportWriter {
-    /// Creates (truncates) `path`.
-    pub fn create(path: &Path) -> io::Result<ExportWriter> {
-        let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
-        let inner = if is_gz_path(path) {
-            Inner::Gz(GzPipe::new(file)?)
-        } else {
-            Inner::Plain(file)
-        };
-        Ok(ExportWriter { inner })
-    }
-
-    /// Flushes everything, writes the gzip trailer and syncs the file to disk.
-    pub fn finish(self) -> io::Result<()> {
-        let file = match self.inner {
-            Inner::Plain(w) => w.into_inner().map_err(|e| e.into_error())?,
-            Inner::Gz(mut g) => {
-                g.send()?;
-                g.join()?
-            }
-        };
-        file.sync_all()
+    /// Writes everything, completes the gzip stream and syncs the file to disk.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.send()?;
+        self.join()?.sync_all()
     }
 }
 
 impl Write for ExportWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match &mut self.inner {
-            Inner::Plain(w) => w.write(buf),
-            Inner::Gz(w) => w.write(buf),
-        }
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
     }
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match &mut self.inner {
-            Inner::Plain(w) => w.write_all(buf),
-            Inner::Gz(w) => w.write_all(buf),
+    fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        if self.buf.len() + data.len() > CHUNK_BYTES {
+            self.send()?;
         }
+        if data.len() > CHUNK_BYTES {
+            self.buf.extend_from_slice(data);
+            return self.send();
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
     }
+    /// Hands what is buffered to the writing thread ([`ExportWriter::finish`] waits for it
+    /// to reach the file).
     fn flush(&mut self) -> io::Result<()> {
-        match &mut self.inner {
-            Inner::Plain(w) => w.flush(),
-            Inner::Gz(w) => w.flush(),
-        }
+        self.send()
     }
 }
 
@@ -252,4 +261,65 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines of every size around the chunk size, so chunks split lines and some writes
+    /// are larger than a chunk.
+    fn text() -> Vec<u8> {
+        let mut text = Vec::new();
+        for (i, len) in [10, CHUNK_BYTES - 3, 1, CHUNK_BYTES + 5, 2 * CHUNK_BYTES, 7]
+            .into_iter()
+            .enumerate()
+        {
+            text.extend(std::iter::repeat_n(b'a' + i as u8, len));
+            text.push(b'\n');
+        }
+        text
+    }
+
+    #[test]
+    fn plain_and_gzip_files_hold_exactly_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = text();
+        for name in ["x.ndjson", "x.ndjson.gz"] {
+            let path = dir.path().join(name);
+            let mut w = ExportWriter::create(&path).unwrap();
+            for line in text.split_inclusive(|b| *b == b'\n') {
+                // in pieces, as an encoder writes
+                for piece in line.chunks(1 << 19) {
+                    w.write_all(piece).unwrap();
+                }
+            }
+            w.flush().unwrap();
+            w.finish().unwrap();
+            let mut back = Vec::new();
+            open_file(&path).unwrap().read_to_end(&mut back).unwrap();
+            assert!(
+                back == text,
+                "{name}: {} bytes back of {}",
+                back.len(),
+                text.len()
+            );
+            let raw = std::fs::read(&path).unwrap();
+            assert_eq!(raw.starts_with(&[0x1f, 0x8b]), name.ends_with(".gz"));
+        }
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_is_an_error() {
+        // /dev/full accepts the open and fails every write
+        let mut w = ExportWriter::create(Path::new("/dev/full")).unwrap();
+        let mut failed = false;
+        for _ in 0..16 {
+            if w.write_all(&vec![b'x'; CHUNK_BYTES]).is_err() {
+                failed = true;
+                break;
+            }
+        }
+        assert!(failed || w.finish().is_err());
+    }
 }

@@ -98,6 +98,34 @@ impl Time {
         s
     }
 
+    /// `to_rfc3339_nanos` without allocating or formatting machinery, for years 0–9999
+    /// (every `Time`: i64 nanoseconds reach from 1677 to 2262); `None` outside them.
+    pub fn rfc3339_nanos_bytes(self) -> Option<[u8; 30]> {
+        let secs = self.0.div_euclid(NANOS_PER_SEC);
+        let frac = self.0.rem_euclid(NANOS_PER_SEC);
+        let days = secs.div_euclid(SECS_PER_DAY);
+        let sod = secs.rem_euclid(SECS_PER_DAY);
+        let (y, m, d) = civil_from_days(days);
+        if !(0..=9999).contains(&y) {
+            return None;
+        }
+        let mut out = *b"0000-00-00T00:00:00.000000000Z";
+        let mut put = |at: usize, width: usize, mut v: i64| {
+            for i in (at..at + width).rev() {
+                out[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, 4, y);
+        put(5, 2, m);
+        put(8, 2, d);
+        put(11, 2, sod / 3600);
+        put(14, 2, (sod / 60) % 60);
+        put(17, 2, sod % 60);
+        put(20, 9, frac);
+        Some(out)
+    }
+
     fn write_rfc3339(self, out: &mut String, nanos: bool) {
         use fmt::Write;
         let secs = self.0.div_euclid(NANOS_PER_SEC);
@@ -276,7 +304,10 @@ impl fmt::Display for Time {
 
 impl Serialize for Time {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_rfc3339_nanos())
+        match self.rfc3339_nanos_bytes() {
+            Some(b) => s.serialize_str(std::str::from_utf8(&b).expect("ASCII digits")),
+            None => s.serialize_str(&self.to_rfc3339_nanos()),
+        }
     }
 }
 
@@ -363,6 +394,28 @@ mod tests {
             Time::parse_rfc3339("2024-02-29T00:00:00Z").map(|t| t.unix_secs()),
             Ok(1_709_164_800)
         );
+    }
+
+    #[test]
+    fn formatting_without_fmt_gives_the_same_text() {
+        for n in [
+            0i64,
+            1,
+            -1,
+            999_999_999,
+            1_767_225_600_034_000_000,
+            4_102_444_799_999_999_999,
+            -1_000_000_000_000_000_001,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let t = Time::from_unix_nanos(n);
+            // i64 nanoseconds reach from 1677 to 2262: always four-digit years
+            let b = t.rfc3339_nanos_bytes().expect("a four-digit year");
+            assert_eq!(std::str::from_utf8(&b).unwrap(), t.to_rfc3339_nanos());
+            let json = serde_json::to_string(&t).unwrap();
+            assert_eq!(json, format!("\"{}\"", t.to_rfc3339_nanos()));
+        }
     }
 
     #[test]
