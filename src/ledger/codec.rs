@@ -627,6 +627,56 @@ mod tests {
     }
 
     #[test]
+    fn damaged_lines_decode_as_the_two_pass_decoder_says_and_never_panic() {
+        // one line of each kind the busy node writes (shared pods and statuses among them)
+        let sim = crate::sim::scenarios::busy_node(5, 120_000);
+        let mut seen = std::collections::BTreeSet::new();
+        let mut lines: Vec<String> = EXAMPLE.lines().take(8).map(String::from).collect();
+        for r in sim.engine().ledger().since(0) {
+            if seen.insert(r.event.kind()) || seen.len() < 3 {
+                lines.push(encode_record(r));
+            }
+        }
+        // the same pods were interned on this thread already: hits and misses both
+        for l in &lines {
+            decode_line::<Node>(l, 1).unwrap();
+        }
+        let mut checked = 0;
+        for line in &lines {
+            let b = line.as_bytes();
+            for at in (0..b.len()).step_by(3) {
+                for (i, with) in [
+                    &b"\""[..],
+                    b"\\",
+                    b"}",
+                    b",",
+                    b"0",
+                    b" ",
+                    "é".as_bytes(),
+                    b"",
+                ]
+                .iter()
+                .enumerate()
+                {
+                    let mut damaged = b[..at].to_vec();
+                    damaged.extend_from_slice(with);
+                    // replace one byte, or (the empty replacement) cut the line there
+                    if i + 1 < 8 {
+                        damaged.extend_from_slice(&b[(at + 1).min(b.len())..]);
+                    }
+                    let Ok(text) = std::str::from_utf8(&damaged) else {
+                        continue;
+                    };
+                    let got = decode_line::<Node>(text, 7).map_err(|e| e.to_string());
+                    assert_eq!(got, two_pass(text), "{text}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+    }
+
+    #[test]
     fn every_bad_line_gets_the_two_pass_error() {
         let good = EXAMPLE.lines().nth(1).unwrap();
         let bad = [
