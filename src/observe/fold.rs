@@ -441,12 +441,26 @@ impl FoldObserver {
     /// Folds `record` and records what the fold did.
     ///
     /// This runs once per record on the engine's thread, so its common path is short and
-    /// touches little memory: two stopwatch reads, a bucket counter, the two worker lookups
-    /// of a possible transition (for the two kinds of record that make them, by `Uid`, whose
-    /// inline prefix compares fast) and, with tracing, one 64-byte [`FoldSpan`] written to a
-    /// batch. The rarer work (new pods, transitions, pods still starting, records without a
-    /// parent span) is out of line. Names, attributes and OTLP types are made on the export
-    /// thread; bucket sums and seconds at scrape time.
+    /// touches little memory: two stopwatch reads, a bucket counter and, with tracing, one
+    /// 64-byte [`FoldSpan`] written to a batch. Names, attributes and OTLP types are made on
+    /// the export thread; bucket sums and seconds at scrape time.
+    ///
+    /// Transitions: only `UpdatePod` and `SyncFinished` are watched (as before this fast
+    /// path existed), and a transition is a difference between the worker's phase looked up
+    /// before and after the fold. Most of these records cannot move the worker, and skip
+    /// both lookups: once a looked-up fold leaves a worker *live* (started, not asked to
+    /// terminate, not finished, its pod desired), the observer marks it so (a tag in the
+    /// [`UidCache`]); while it is marked, an update that does not kill it and carries neither
+    /// a deleted nor a terminal pod, and a sync result other than `Terminal`, leave its phase
+    /// as it is (`PodWorkers::update_pod`, `on_sync_finished`). Only these two records,
+    /// `RuntimeStatusObserved`, `KillDeadline` timers and `SyncKnownPods` touch the workers:
+    /// a runtime status and a kill deadline cannot change a started worker's phase, and
+    /// `SyncKnownPods` only orphans pods that are no longer desired. A `PodRemoved` unmarks its pod, and a
+    /// `SyncKnownPods` with an explicit list unmarks every pod. Debug builds do the lookups on
+    /// the fast path too and panic if the worker moved, so every test that runs the engine
+    /// checks the reasoning against the core as it is. The rarer work (new pods, looked-up
+    /// folds, transitions, pods still starting, records without a parent span) is out of
+    /// line.
     pub fn fold(
         &mut self,
         node: &mut Node,
