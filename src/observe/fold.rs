@@ -31,7 +31,7 @@ use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler};
 use super::export::{FoldBatch, FoldSpan, SpanQueue, Transition};
 use super::exposition::{Histogram, Text};
-use super::fasthash::{FxHashMap, UidCache};
+use super::fasthash::{FxHashMap, UidCache, UID_CACHE_MAX_LEN};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
 
 /// Records folded, by kind.
@@ -110,10 +110,15 @@ impl Subject<'_> {
 
     /// True if the pod is desired (in the pod manager) and its worker is live: started, not
     /// asked to terminate, not finished. See [`FoldObserver::fold`] for what that buys.
+    #[cfg(debug_assertions)]
     fn live(self, node: &Node, uids: &UidCache) -> bool {
-        let live = self
-            .status(node, uids)
-            .is_some_and(|s| s.is_started() && !s.is_termination_requested() && !s.finished);
+        self.live_given(self.status(node, uids), node, uids)
+    }
+
+    /// [`Subject::live`] with the worker's status already looked up.
+    fn live_given(self, status: Option<&PodSyncStatus>, node: &Node, uids: &UidCache) -> bool {
+        let live =
+            status.is_some_and(|s| s.is_started() && !s.is_termination_requested() && !s.finished);
         live && match self {
             Subject::Uid(u) => node.pod_manager.get(u).is_some(),
             Subject::Cached(i) => node.pod_manager.get(uids.at(i)).is_some(),
@@ -436,12 +441,26 @@ impl FoldObserver {
     /// Folds `record` and records what the fold did.
     ///
     /// This runs once per record on the engine's thread, so its common path is short and
-    /// touches little memory: two stopwatch reads, a bucket counter, the two worker lookups
-    /// of a possible transition (for the two kinds of record that make them, by `Uid`, whose
-    /// inline prefix compares fast) and, with tracing, one 64-byte [`FoldSpan`] written to a
-    /// batch. The rarer work (new pods, transitions, pods still starting, records without a
-    /// parent span) is out of line. Names, attributes and OTLP types are made on the export
-    /// thread; bucket sums and seconds at scrape time.
+    /// touches little memory: two stopwatch reads, a bucket counter and, with tracing, one
+    /// 64-byte [`FoldSpan`] written to a batch. Names, attributes and OTLP types are made on
+    /// the export thread; bucket sums and seconds at scrape time.
+    ///
+    /// Transitions: only `UpdatePod` and `SyncFinished` are watched (as before this fast
+    /// path existed), and a transition is a difference between the worker's phase looked up
+    /// before and after the fold. Most of these records cannot move the worker, and skip
+    /// both lookups: once a looked-up fold leaves a worker *live* (started, not asked to
+    /// terminate, not finished, its pod desired), the observer marks it so (a tag in the
+    /// [`UidCache`]); while it is marked, an update that does not kill it and carries neither
+    /// a deleted nor a terminal pod, and a sync result other than `Terminal`, leave its phase
+    /// as it is (`PodWorkers::update_pod`, `on_sync_finished`). Only these two records,
+    /// `RuntimeStatusObserved`, `KillDeadline` timers and `SyncKnownPods` touch the workers:
+    /// a runtime status and a kill deadline cannot change a started worker's phase, and
+    /// `SyncKnownPods` only orphans pods that are no longer desired. A `PodRemoved` unmarks its pod, and a
+    /// `SyncKnownPods` with an explicit list unmarks every pod. Debug builds do the lookups on
+    /// the fast path too and panic if the worker moved, so every test that runs the engine
+    /// checks the reasoning against the core as it is. The rarer work (new pods, looked-up
+    /// folds, transitions, pods still starting, records without a parent span) is out of
+    /// line.
     pub fn fold(
         &mut self,
         node: &mut Node,
@@ -551,6 +570,15 @@ impl FoldObserver {
                         return Some(self.quiet(node, Subject::Cached(i), true));
                     }
                     Some(i) => Subject::Cached(i),
+                    // not cached because the workers do not know the pod (or its UID is too
+                    // long to cache)
+                    None if text.len() <= UID_CACHE_MAX_LEN => {
+                        return Some(Watch::Exact(Before {
+                            subject: Subject::Text(text),
+                            phase: Phase::None,
+                            entered: None,
+                        }));
+                    }
                     None => Subject::Text(text),
                 }
             }
@@ -622,34 +650,57 @@ impl FoldObserver {
     /// Counts the transition a fold made, if it made one; with tracing, its span event.
     #[inline(never)]
     fn after(&mut self, node: &Node, record: &Record, before: Before<'_>) -> Option<Transition> {
-        let (to, _) = before.subject.phase(node, &self.uids);
-        self.mark_live(node, before.subject);
+        // a pod known by text only: find the workers' `Uid` once (then look up by it and
+        // cache it)
+        let subject = match before.subject {
+            Subject::Text(t) => match node.pod_workers.uid_key(t) {
+                Some(key) => {
+                    let key = key.clone();
+                    match self.uids.find_or(t, || Some(key.clone())) {
+                        Some(i) => Subject::Cached(i),
+                        None => {
+                            let status = node.pod_workers.status(&key);
+                            return self.after_status(record, before, status, None);
+                        }
+                    }
+                }
+                None => Subject::Text(t),
+            },
+            s => s,
+        };
+        let status = subject.status(node, &self.uids);
+        let live = subject.live_given(status, node, &self.uids);
+        let slot = match subject {
+            Subject::Cached(i) => Some(i),
+            Subject::Uid(u) if live => {
+                let text = u.as_str();
+                let workers = &node.pod_workers;
+                self.uids.find_or(text, || workers.uid_key(text).cloned())
+            }
+            Subject::Uid(u) => self.uids.find(u.as_str()),
+            Subject::Text(_) => None,
+        };
+        let before = Before { subject, ..before };
+        self.after_status(record, before, status, slot.map(|i| (i, live)))
+    }
+
+    /// Marks the worker live or not (so its next benign records skip the lookups) and counts
+    /// a transition if the fold made one.
+    fn after_status(
+        &mut self,
+        record: &Record,
+        before: Before<'_>,
+        status: Option<&PodSyncStatus>,
+        mark: Option<(usize, bool)>,
+    ) -> Option<Transition> {
+        let (to, _) = phase_of(status);
+        if let Some((i, live)) = mark {
+            self.uids.set_tag(i, if live { self.live_tag } else { 0 });
+        }
         if to == before.phase {
             return None;
         }
         self.transition(record, before, to)
-    }
-
-    /// Remembers whether the worker is live now, so its next benign records skip the lookups.
-    fn mark_live(&mut self, node: &Node, subject: Subject<'_>) {
-        let live = subject.live(node, &self.uids);
-        let text = match subject {
-            Subject::Cached(i) => {
-                self.uids.set_tag(i, if live { self.live_tag } else { 0 });
-                return;
-            }
-            Subject::Uid(u) => u.as_str(),
-            Subject::Text(t) => t,
-        };
-        let slot = if live {
-            let workers = &node.pod_workers;
-            self.uids.find_or(text, || workers.uid_key(text).cloned())
-        } else {
-            self.uids.find(text)
-        };
-        if let Some(i) = slot {
-            self.uids.set_tag(i, if live { self.live_tag } else { 0 });
-        }
     }
 
     /// Counts a transition (rare: a few per pod life) and, with tracing, makes its span event.
@@ -769,7 +820,7 @@ impl FoldObserver {
                 &f.uid
             }
             Event::PodRemoved(c) | Event::PodDeleted(c) => {
-                self.starting.remove(&pod::uid(&c.pod));
+                self.starting.remove(pod::uid_str(&c.pod));
                 return;
             }
             _ => return,
