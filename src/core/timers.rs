@@ -4,6 +4,7 @@
 //! re-armed or cancelled since) is recognised without comparing clocks. Must not sleep or
 //! read a clock: it emits `Command::SetTimer` and folds `TimerFired` records.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -80,13 +81,25 @@ impl Timers {
     /// Arms (or re-arms) `key` to fire at `due` and emits the `SetTimer` command.
     pub fn set(&mut self, key: TimerKey, due: Time, out: &mut Vec<Command>) {
         self.next_generation += 1;
-        let timer = ArmedTimer {
-            key: key.clone(),
-            generation: self.next_generation,
-            due,
+        let generation = self.next_generation;
+        // re-arming (the common case) updates the entry in place, keeping its key
+        let timer = match self.armed.entry(key) {
+            Entry::Occupied(mut e) => {
+                let t = e.get_mut();
+                t.generation = generation;
+                t.due = due;
+                t.clone()
+            }
+            Entry::Vacant(e) => {
+                let t = ArmedTimer {
+                    key: e.key().clone(),
+                    generation,
+                    due,
+                };
+                e.insert(t).clone()
+            }
         };
-        out.push(Command::SetTimer(timer.clone()));
-        self.armed.insert(key, timer);
+        out.push(Command::SetTimer(timer));
     }
 
     /// Folds a firing: true if `key` was armed with this `generation` (the timer is then

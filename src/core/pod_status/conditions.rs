@@ -167,11 +167,24 @@ pub fn ready_condition(
     statuses: Option<&[ApiContainerStatus]>,
     phase: &str,
 ) -> PodCondition {
-    let containers_ready = containers_ready_condition(pod, statuses, phase);
+    ready_condition_from(
+        pod,
+        conditions,
+        &containers_ready_condition(pod, statuses, phase),
+    )
+}
+
+/// [`ready_condition`] given the pod's `ContainersReady` condition (as
+/// [`containers_ready_condition`] generates it for the same statuses and phase).
+pub fn ready_condition_from(
+    pod: &Pod,
+    conditions: &[PodCondition],
+    containers_ready: &PodCondition,
+) -> PodCondition {
     if containers_ready.status != TRUE {
         return PodCondition {
             type_: READY.to_string(),
-            ..containers_ready
+            ..containers_ready.clone()
         };
     }
     let mut messages = Vec::new();

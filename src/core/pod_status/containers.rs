@@ -216,6 +216,11 @@ pub fn convert_to_api_container_statuses(
     previous: &[ApiContainerStatus],
     kind: ContainerList,
 ) -> Vec<ApiContainerStatus> {
+    if specs.is_empty() {
+        // every status below is one per spec container (most pods have no init or
+        // ephemeral containers)
+        return Vec::new();
+    }
     let pod = inputs.pod;
     let old: BTreeMap<&str, &ApiContainerStatus> =
         previous.iter().map(|s| (s.name.as_str(), s)).collect();

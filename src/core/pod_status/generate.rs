@@ -120,13 +120,15 @@ fn build_conditions(
     phase: &str,
 ) -> Vec<PodCondition> {
     let pod = inputs.pod;
-    let mut out: Vec<PodCondition> = api
-        .conditions
-        .iter()
-        .flatten()
-        .filter(|c| !conditions::is_kubelet_owned(&c.type_))
-        .cloned()
-        .collect();
+    // the conditions others own, then the five the kubelet generates (no regrowth)
+    let others = api.conditions.as_deref().unwrap_or(&[]);
+    let mut out: Vec<PodCondition> = Vec::with_capacity(others.len() + 6);
+    out.extend(
+        others
+            .iter()
+            .filter(|c| !conditions::is_kubelet_owned(&c.type_))
+            .cloned(),
+    );
     if let Some(dt) = old
         .conditions
         .iter()
@@ -144,9 +146,11 @@ fn build_conditions(
         sandbox_changed,
     ));
     out.push(conditions::initialized_condition(pod, statuses, phase));
-    let ready = conditions::ready_condition(pod, &out, statuses, phase);
+    // Ready is derived from ContainersReady: generate that once
+    let containers_ready = conditions::containers_ready_condition(pod, statuses, phase);
+    let ready = conditions::ready_condition_from(pod, &out, &containers_ready);
     out.push(ready);
-    out.push(conditions::containers_ready_condition(pod, statuses, phase));
+    out.push(containers_ready);
     out.push(conditions::scheduled_condition());
     let now = to_api(inputs.now);
     for c in &mut out[first_generated..] {
@@ -192,8 +196,18 @@ pub(super) fn generate(inputs: &StatusInputs) -> PodStatus {
     );
     let (phase, reason, message) = settle_phase(computed, old, api, inputs.evict);
 
-    let all: Vec<ApiContainerStatus> = init.iter().chain(regular.iter()).cloned().collect();
-    let statuses = (!all.is_empty()).then_some(all.as_slice());
+    // the conditions read init and regular statuses as one list; most pods have no init
+    // containers, so the list is usually one of the two as it is
+    let all: Vec<ApiContainerStatus>;
+    let all: &[ApiContainerStatus] = if init.is_empty() {
+        &regular
+    } else if regular.is_empty() {
+        &init
+    } else {
+        all = init.iter().chain(regular.iter()).cloned().collect();
+        &all
+    };
+    let statuses = (!all.is_empty()).then_some(all);
     let conditions = build_conditions(inputs, api, old, statuses, &phase);
 
     let ips = network::pod_ips(pod, inputs.runtime, inputs.host_ip, old);
