@@ -105,9 +105,10 @@ impl Timers {
     /// Folds a firing: true if `key` was armed with this `generation` (the timer is then
     /// disarmed), false for a stale or unknown firing, which must be ignored.
     pub fn fire(&mut self, key: &TimerKey, generation: u64) -> bool {
-        match self.armed.get(key) {
-            Some(t) if t.generation == generation => {
-                self.armed.remove(key);
+        // one search, not a lookup and then a removal (a key clone is a reference count)
+        match self.armed.entry(key.clone()) {
+            Entry::Occupied(e) if e.get().generation == generation => {
+                e.remove();
                 true
             }
             _ => false,

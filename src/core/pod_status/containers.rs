@@ -207,6 +207,36 @@ fn is_default_waiting(s: &ApiContainerStatus, default_reason: &str) -> bool {
         .is_some_and(|w| w.reason.as_deref() == Some(default_reason))
 }
 
+/// A lookup by container name with the answers of a map built from the same pairs (the
+/// last pair of a repeated name wins): a scan from the end for the few containers a pod
+/// usually has, a sorted map beyond that.
+enum ByName<'a, V> {
+    /// Up to [`SCAN_AT_MOST`] pairs, in order.
+    Scan(Vec<(&'a str, V)>),
+    /// More pairs.
+    Map(BTreeMap<&'a str, V>),
+}
+
+/// The most pairs [`ByName`] scans.
+const SCAN_AT_MOST: usize = 8;
+
+impl<'a, V: Copy> ByName<'a, V> {
+    fn new(pairs: impl ExactSizeIterator<Item = (&'a str, V)>) -> Self {
+        if pairs.len() <= SCAN_AT_MOST {
+            ByName::Scan(pairs.collect())
+        } else {
+            ByName::Map(pairs.collect())
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<V> {
+        match self {
+            ByName::Scan(v) => v.iter().rev().find(|(n, _)| *n == name).map(|(_, v)| *v),
+            ByName::Map(m) => m.get(name).copied(),
+        }
+    }
+}
+
 /// `convertToAPIContainerStatuses` for one container list. `previous` are the old API
 /// statuses of that list (status manager's, else the API's). Returns one status per spec
 /// container: init containers in spec order, the others sorted by name.
@@ -222,8 +252,7 @@ pub fn convert_to_api_container_statuses(
         return Vec::new();
     }
     let pod = inputs.pod;
-    let old: BTreeMap<&str, &ApiContainerStatus> =
-        previous.iter().map(|s| (s.name.as_str(), s)).collect();
+    let old = ByName::new(previous.iter().map(|s| (s.name.as_str(), s)));
     let default_reason = if spec::has_init_containers(pod) {
         POD_INITIALIZING
     } else {
@@ -274,17 +303,17 @@ pub fn convert_to_api_container_statuses(
     }
 
     // GS-05/GS-06: the newest instance is the state, the second newest the last state.
-    let index: BTreeMap<&str, usize> = specs.iter().enumerate().map(|(i, c)| (c.name, i)).collect();
+    let index = ByName::new(specs.iter().enumerate().map(|(i, c)| (c.name, i)));
     let mut seen = vec![0u8; specs.len()];
     for cs in &instances {
-        let Some(&i) = index.get(cs.name.as_str()) else {
+        let Some(i) = index.get(cs.name.as_str()) else {
             continue; // not in this list (or not in the spec at all)
         };
         if seen[i] >= 2 {
             continue;
         }
         let mut converted =
-            convert_container_status(cs, old.get(cs.name.as_str()).copied(), inputs.runtime_name);
+            convert_container_status(cs, old.get(cs.name.as_str()), inputs.runtime_name);
         if seen[i] == 0 {
             if converted.image.is_empty() {
                 converted.image = specs[i].image.to_string();
