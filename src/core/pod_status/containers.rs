@@ -350,3 +350,29 @@ pub fn convert_to_api_container_statuses(
     }
     statuses
 }
+
+#[cfg(test)]
+mod by_name_tests {
+    use super::{ByName, SCAN_AT_MOST};
+    use std::collections::BTreeMap;
+
+    /// The scan and the map answer as a map built from the same pairs would: the last pair
+    /// of a repeated name wins, an unknown name is absent.
+    #[test]
+    fn by_name_answers_like_a_map_on_both_sides_of_the_scan_limit() {
+        for len in [0, 1, 3, SCAN_AT_MOST, SCAN_AT_MOST + 1, 20] {
+            let names: Vec<String> = (0..len).map(|i| format!("c{}", i % 5)).collect();
+            let pairs = || names.iter().enumerate().map(|(i, n)| (n.as_str(), i));
+            let map: BTreeMap<&str, usize> = pairs().collect();
+            let by_name = ByName::new(pairs());
+            assert_eq!(matches!(by_name, ByName::Scan(_)), len <= SCAN_AT_MOST);
+            for probe in ["c0", "c1", "c4", "c9", ""] {
+                assert_eq!(
+                    by_name.get(probe),
+                    map.get(probe).copied(),
+                    "len {len}, {probe}"
+                );
+            }
+        }
+    }
+}
