@@ -16,6 +16,8 @@
 
 #[path = "../tests/support/agent.rs"]
 mod agent;
+#[path = "../tests/support/api_fixture.rs"]
+mod api_fixture;
 #[allow(unused_imports)]
 #[path = "../tests/support/apiserver.rs"]
 mod apiserver;
@@ -23,7 +25,7 @@ mod apiserver;
 use std::time::{Duration, Instant};
 
 use agent::Agent;
-use apiserver::TestApiServer;
+
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ledgerlet::core::{fold, Node};
@@ -73,21 +75,7 @@ fn main() {
     } else {
         (5, Duration::from_secs(4))
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = rt.block_on(TestApiServer::start());
-    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        kubeconfig.path(),
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\nusers:\n- name: test\n  user: {{}}\n",
-            api.url()
-        ),
-    )
-    .unwrap();
+    let (_rt, api, kubeconfig) = api_fixture::start();
     for i in 0..pods {
         api.create_pod(pod(i)).expect("create pod");
     }

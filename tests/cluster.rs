@@ -4,6 +4,8 @@
 //! Assertions read the API server's objects and its record of requests, and the agent's
 //! ledger.
 
+#[path = "support/api_fixture.rs"]
+mod api_fixture;
 #[path = "support/apiserver.rs"]
 mod apiserver;
 mod support;
@@ -28,21 +30,7 @@ struct Cluster {
 
 impl Cluster {
     fn start() -> Cluster {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let api = rt.block_on(TestApiServer::start());
-        let kubeconfig = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            kubeconfig.path(),
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\nusers:\n- name: test\n  user: {{}}\n",
-                api.url()
-            ),
-        )
-        .unwrap();
+        let (rt, api, kubeconfig) = api_fixture::start();
         Cluster {
             _rt: rt,
             api,

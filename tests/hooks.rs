@@ -4,13 +4,14 @@
 //! container. Real processes on the embedded runtime; order and times from the ledger and
 //! from what the processes wrote.
 
+#[path = "support/api_fixture.rs"]
+mod api_fixture;
 #[path = "support/apiserver.rs"]
 mod apiserver;
 mod support;
 
 use std::time::Duration;
 
-use apiserver::TestApiServer;
 use k8s_openapi::api::core::v1::{
     Container, Lifecycle, LifecycleHandler, Pod, PodSpec, PodStatus, SleepAction,
 };
@@ -220,21 +221,7 @@ spec:
 
 #[test]
 fn shortening_the_grace_period_cuts_a_sleeping_pre_stop_short() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = rt.block_on(TestApiServer::start());
-    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        kubeconfig.path(),
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\nusers:\n- name: test\n  user: {{}}\n",
-            api.url()
-        ),
-    )
-    .unwrap();
+    let (_rt, api, kubeconfig) = api_fixture::start();
     let agent = Agent::start(&["--kubeconfig", kubeconfig.path().to_str().unwrap()]);
     let marker = format!("ledgerlet-cut-{}", std::process::id());
     let created = api

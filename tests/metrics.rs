@@ -4,6 +4,8 @@
 //! scrapes it and every PromQL expression of every panel of `dashboards/*.json` returns at
 //! least one series.
 
+#[path = "support/api_fixture.rs"]
+mod api_fixture;
 #[path = "support/apiserver.rs"]
 mod apiserver;
 mod support;
@@ -11,15 +13,14 @@ mod support;
 #[path = "support/peers.rs"]
 mod peers;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apiserver::TestApiServer;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use support::agent::Agent;
+use support::agent::{http_get, Agent};
 
 const NODE: &str = "test-node";
 
@@ -47,21 +48,7 @@ struct Node {
 
 impl Node {
     fn start() -> Node {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let api = rt.block_on(TestApiServer::start());
-        let kubeconfig = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            kubeconfig.path(),
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\nusers:\n- name: test\n  user: {{}}\n",
-                api.url()
-            ),
-        )
-        .unwrap();
+        let (rt, api, kubeconfig) = api_fixture::start();
         // tracing to a closed port: the export metrics exist, nothing is received
         let closed = peers::free_port();
         let agent = Agent::start(&[
@@ -253,45 +240,6 @@ fn metrics_01_promtool_check_metrics_accepts_the_agents_metrics_with_the_kubelet
 }
 
 // ----- Prometheus -----------------------------------------------------------------------
-
-/// `GET http://127.0.0.1:port{path}` → (status, body).
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = body;
-        while let Some((size, tail)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            out.push_str(&tail[..n.min(tail.len())]);
-            rest = tail.get(n + 2..).unwrap_or("");
-        }
-        out
-    } else {
-        body.to_string()
-    };
-    (status, body)
-}
 
 fn urlencode(s: &str) -> String {
     let mut out = String::new();

@@ -3,6 +3,8 @@
 //! (restarts with their exits and back-offs) and on a cluster ledger the failed status
 //! writes; `diff` shows what changed in a pod between two records.
 
+#[path = "support/api_fixture.rs"]
+mod api_fixture;
 #[path = "support/apiserver.rs"]
 mod apiserver;
 mod support;
@@ -183,21 +185,7 @@ fn explain_names_the_failed_status_writes_that_made_a_status_late() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use std::time::Duration;
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = rt.block_on(TestApiServer::start());
-    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        kubeconfig.path(),
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n",
-            api.url()
-        ),
-    )
-    .unwrap();
+    let (rt, api, kubeconfig) = api_fixture::start();
     let agent = Agent::start(&[
         "--kubeconfig",
         kubeconfig.path().to_str().unwrap(),

@@ -4,6 +4,8 @@
 //! runtime's start error repeats). The value must appear in none of `/debug/ledger`, an
 //! export, the ledger stream or the durable segments, while `[redacted]` shows where it was.
 
+#[path = "support/api_fixture.rs"]
+mod api_fixture;
 #[path = "support/apiserver.rs"]
 mod apiserver;
 mod support;
@@ -12,7 +14,6 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
-use apiserver::TestApiServer;
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, EnvVarSource, Pod, PodSpec, PodStatus, Secret, SecretKeySelector,
 };
@@ -42,21 +43,7 @@ fn read_all_segments(dir: &Path) -> String {
 
 #[test]
 fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_segments() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = rt.block_on(TestApiServer::start());
-    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        kubeconfig.path(),
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n",
-            api.url()
-        ),
-    )
-    .unwrap();
+    let (rt, api, kubeconfig) = api_fixture::start();
     api.create_secret(Secret {
         metadata: ObjectMeta {
             name: Some("db".into()),

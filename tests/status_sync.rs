@@ -2,6 +2,8 @@
 //! server over real HTTP: the requests it makes, in order, for each case of BEHAVIOUR.md §B
 //! (SM-06, SM-09 … SM-12, SM-14), asserted on the server's record of requests and objects.
 
+#[path = "support/api_fixture.rs"]
+mod api_fixture;
 #[path = "support/apiserver.rs"]
 mod apiserver;
 
@@ -28,21 +30,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = rt.block_on(TestApiServer::start());
-    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        kubeconfig.path(),
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n",
-            api.url()
-        ),
-    )
-    .unwrap();
+    let (rt, api, kubeconfig) = api_fixture::start();
     let client = rt
         .block_on(ApiClient::from_kubeconfig(
             kubeconfig.path(),

@@ -194,35 +194,9 @@ impl Agent {
         std::fs::remove_file(self.manifests.join(file)).unwrap();
     }
 
-    /// `GET path` → (status, body).
+    /// `GET path` from the agent's HTTP server → (status, body).
     pub fn get(&self, path: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).unwrap();
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let chunked = head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked");
-        (
-            status,
-            if chunked {
-                dechunk(body)
-            } else {
-                body.to_string()
-            },
-        )
+        http_get(self.port, path)
     }
 
     /// The pods with their statuses.
@@ -439,6 +413,35 @@ fn dechunk(body: &str) -> String {
         rest = tail.get(n + 2..).unwrap_or("");
     }
     out
+}
+
+/// `GET http://127.0.0.1:{port}{path}` (HTTP/1.1, chunked bodies joined) → (status, body).
+pub fn http_get(port: u16, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
 }
 
 /// Runs `ledgerlet ARGS…` and returns its output.
