@@ -223,6 +223,16 @@ pub struct CacheEntry {
     pub observed_seq: u64,
 }
 
+impl CacheEntry {
+    /// What `podCache.Get` answers for this entry: the error, else the status.
+    pub fn result(&self) -> CacheResult {
+        match &self.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(self.status.clone()),
+        }
+    }
+}
+
 /// The core's copy of the kubelet pod cache.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeCache {
@@ -241,15 +251,18 @@ impl RuntimeCache {
         error: Option<String>,
         seq: u64,
     ) {
-        let status = status.unwrap_or_default();
-        self.entries.insert(
-            uid.clone(),
-            CacheEntry {
-                status,
-                error,
-                observed_seq: seq,
-            },
-        );
+        let entry = CacheEntry {
+            status: status.unwrap_or_default(),
+            error,
+            observed_seq: seq,
+        };
+        // a pod already cached (the common case) keeps its key
+        match self.entries.get_mut(uid) {
+            Some(e) => *e = entry,
+            None => {
+                self.entries.insert(uid.clone(), entry);
+            }
+        }
     }
 
     /// `podCache.Get`: the last status, an empty status if the runtime never reported the
@@ -259,11 +272,9 @@ impl RuntimeCache {
         Uid: std::borrow::Borrow<Q>,
         Q: Ord + ?Sized,
     {
-        match self.entries.get(uid) {
-            Some(CacheEntry { error: Some(e), .. }) => Err(e.clone()),
-            Some(e) => Ok(e.status.clone()),
-            None => Ok(Arc::default()),
-        }
+        self.entries
+            .get(uid)
+            .map_or_else(|| Ok(Arc::default()), CacheEntry::result)
     }
 
     /// `podCache.GetNewerThan`: the entry if it was observed after record `after_seq`
@@ -272,7 +283,7 @@ impl RuntimeCache {
         let e = self.entries.get(uid)?;
         match after_seq {
             Some(s) if e.observed_seq <= s => None,
-            _ => Some(self.get(uid)),
+            _ => Some(e.result()),
         }
     }
 
