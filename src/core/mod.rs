@@ -28,6 +28,7 @@ pub mod status;
 pub mod status_memo;
 pub mod timers;
 pub mod uid;
+pub mod uid_map;
 pub mod update;
 
 pub use command::Command;
