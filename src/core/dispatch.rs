@@ -234,7 +234,8 @@ impl Node {
     /// `HandlePodCleanups` after `SyncKnownPods`: restart reused UIDs, kill terminal deleted
     /// pods unknown to the workers, and kill runtime pods nobody wants. Each step is one walk
     /// over sorted maps (pods, workers, runtime cache), so a pass over a busy node costs a
-    /// few microseconds per hundred pods.
+    /// few microseconds per hundred pods; a walk whose maps kept their key sets since the
+    /// last pass is not repeated (its answer comes from `core::housekeeping_memo`).
     pub(super) fn handle_sync_known_pods(
         &mut self,
         e: &SyncKnownPods,
