@@ -115,6 +115,55 @@ fn hk_02_static_pod_restarted_with_a_fixed_uid() {
     );
 }
 
+/// PW-13 with a housekeeping pass in between: the pass sees the pod terminating (nothing
+/// to do), then a Create for the same UID arrives (a relist re-adds it: no map gains or
+/// loses a key), and the next pass must purge the finished UID and start the pod afresh.
+/// The restart request alone must invalidate what housekeeping remembered
+/// (`core::housekeeping_memo`).
+#[test]
+fn pw_13_restart_requested_between_two_housekeeping_passes_is_honoured() {
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::Api],
+        ..CoreConfig::default()
+    });
+    h.submit(Event::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    let live = pod("a", "a", "ns").label("v", "1").build();
+    h.submit(added(PodSource::Api, &live));
+    h.drain();
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    h.drain();
+    h.submit(Event::PodDeleted(PodConfigChange {
+        source: PodSource::Api,
+        pod: pod("a", "a", "ns").label("v", "1").deleted(30).build(),
+    }));
+    assert!(h.status("a").is_termination_requested());
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    assert!(!h.status("a").finished, "still terminating");
+    let again = pod("a", "a", "ns").label("v", "2").build();
+    h.submit(added(PodSource::Api, &again));
+    assert!(h.status("a").restart_requested);
+    h.drain();
+    assert!(h.status("a").finished, "the old pod terminated");
+    h.advance(2_000);
+    h.fire(TimerKey::Housekeeping);
+    h.drain();
+    let calls = h.sync_calls("a");
+    let kinds: Vec<_> = calls.iter().map(|c| c.work).collect();
+    assert_eq!(
+        kinds[..3],
+        [WorkType::Sync, WorkType::Terminating, WorkType::Terminated,]
+    );
+    // a second life: housekeeping purged the finished UID and re-created the worker from
+    // the new spec (the first life's terminal status then ends the second one too)
+    let second = calls.get(3).expect("the pod got a second worker life");
+    assert_eq!(second.labels["v"], "2", "{calls:?}");
+}
+
 #[test]
 fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
     let mut h = Harness::with_config(CoreConfig {

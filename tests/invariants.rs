@@ -702,6 +702,11 @@ fn check_determinism(h: &Harness, split: usize) -> Result<(), TestCaseError> {
         with_memo == without_memo,
         "the status memo changed a command or the state"
     );
+    let (with_memo, without_memo) = fold_with_and_without_housekeeping_memo(&records);
+    prop_assert!(
+        with_memo == without_memo,
+        "the housekeeping memo changed a command or the state"
+    );
     Ok(())
 }
 
@@ -714,13 +719,29 @@ type FoldRun = (Vec<Vec<Command>>, String);
 fn fold_with_and_without_status_memo(
     records: &[Arc<ledgerlet::ledger::Record>],
 ) -> (FoldRun, FoldRun) {
+    fold_with_and_without(records, |n| n.statuses.memo.clear())
+}
+
+/// Folds `records` twice: once normally, once forgetting the housekeeping memo before every
+/// record (so every housekeeping pass walks every map). As above.
+fn fold_with_and_without_housekeeping_memo(
+    records: &[Arc<ledgerlet::ledger::Record>],
+) -> (FoldRun, FoldRun) {
+    fold_with_and_without(records, |n| n.housekeeping_memo.clear())
+}
+
+/// Folds `records` twice, the second time calling `forget` before every record.
+fn fold_with_and_without(
+    records: &[Arc<ledgerlet::ledger::Record>],
+    forget: impl Fn(&mut Node),
+) -> (FoldRun, FoldRun) {
     let mut a = Node::default();
     let mut b = Node::default();
     let mut ca = Vec::new();
     let mut cb = Vec::new();
     for r in records {
         ca.push(fold(&mut a, r));
-        b.statuses.memo.clear();
+        forget(&mut b);
         cb.push(fold(&mut b, r));
     }
     let state = |n: &Node| serde_json::to_string(n).unwrap();
@@ -744,6 +765,30 @@ fn invariant_10_status_memo_changes_no_command_or_state_on_a_busy_node() {
         "the workload never left a status unchanged, so this test would prove nothing"
     );
     let (with_memo, without_memo) = fold_with_and_without_status_memo(&records);
+    assert_eq!(with_memo.0.len(), without_memo.0.len());
+    for (i, (x, y)) in with_memo.0.iter().zip(&without_memo.0).enumerate() {
+        assert_eq!(x, y, "commands differ at record {}", records[i].seq);
+    }
+    assert!(with_memo.1 == without_memo.1, "final states differ");
+}
+
+/// Invariant 10 for the housekeeping memo (`core::housekeeping_memo`): on a busy node
+/// (pods added, resynced, some failing, some completing, some deleted), reusing
+/// housekeeping's set differences while the key sets are unchanged gives the same commands
+/// and state as walking every map on every pass.
+#[test]
+fn invariant_10_housekeeping_memo_changes_no_command_or_state_on_a_busy_node() {
+    let sim = ledgerlet::sim::scenarios::busy_node(60, 7 * 60 * 1000);
+    let records: Vec<_> = sim.engine().ledger().since(0).cloned().collect();
+    let mut probe = Node::default();
+    for r in &records {
+        fold(&mut probe, r);
+    }
+    assert!(
+        probe.housekeeping_memo.hits() > 100,
+        "housekeeping never reused an answer, so this test would prove nothing"
+    );
+    let (with_memo, without_memo) = fold_with_and_without_housekeeping_memo(&records);
     assert_eq!(with_memo.0.len(), without_memo.0.len());
     for (i, (x, y)) in with_memo.0.iter().zip(&without_memo.0).enumerate() {
         assert_eq!(x, y, "commands differ at record {}", records[i].seq);

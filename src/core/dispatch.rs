@@ -234,7 +234,8 @@ impl Node {
     /// `HandlePodCleanups` after `SyncKnownPods`: restart reused UIDs, kill terminal deleted
     /// pods unknown to the workers, and kill runtime pods nobody wants. Each step is one walk
     /// over sorted maps (pods, workers, runtime cache), so a pass over a busy node costs a
-    /// few microseconds per hundred pods.
+    /// few microseconds per hundred pods; a walk whose maps kept their key sets since the
+    /// last pass is not repeated (its answer comes from `core::housekeeping_memo`).
     pub(super) fn handle_sync_known_pods(
         &mut self,
         e: &SyncKnownPods,
@@ -242,6 +243,20 @@ impl Node {
         now: Time,
         out: &mut Vec<Command>,
     ) {
+        // SyncKnownPods' candidates: with the desired set being the config pods, they are
+        // a function of the two maps' key sets (core::housekeeping_memo)
+        let candidates = match &e.desired {
+            Some(explicit) => {
+                let sorted: BTreeSet<&Uid> = explicit.iter().collect();
+                self.pod_workers.known_pods_candidates(sorted.into_iter())
+            }
+            None => {
+                let at = (self.pod_workers.generation(), self.pod_manager.generation());
+                let (workers, pods) = (&self.pod_workers, &self.pod_manager);
+                self.housekeeping_memo
+                    .known_pods(at, || workers.known_pods_candidates(pods.uids()))
+            }
+        };
         let forgotten = {
             let mut cx = Cx {
                 seq,
@@ -252,34 +267,38 @@ impl Node {
                 timers: &mut self.timers,
                 out,
             };
-            match &e.desired {
-                Some(explicit) => {
-                    let sorted: BTreeSet<&Uid> = explicit.iter().collect();
-                    self.pod_workers
-                        .sync_known_pods(&mut cx, sorted.into_iter())
-                }
-                None => self
-                    .pod_workers
-                    .sync_known_pods(&mut cx, self.pod_manager.uids()),
-            }
+            self.pod_workers.sync_known_candidates(&mut cx, candidates)
         };
         for uid in &forgotten {
             self.forget_runtime_if_unowned(uid);
             self.reasons.remove_pod(uid);
         }
         // RemoveOrphanedStatuses: statuses of pods no config wants and no worker tracks
-        let orphaned: Vec<Uid> = {
-            let mut pods = SortedCursor::new(self.pod_manager.iter());
-            let mut workers = SortedCursor::new(self.pod_workers.statuses());
-            self.statuses
-                .iter()
-                .map(|(u, _)| u)
-                .filter(|u| pods.seek(u).is_none() && workers.seek(u).is_none())
-                .cloned()
-                .collect()
-        };
-        for uid in orphaned {
-            self.statuses.remove(&uid);
+        // (none can appear while the three key sets stay as they were after the last pass)
+        let at = (
+            self.statuses.generation(),
+            self.pod_manager.generation(),
+            self.pod_workers.generation(),
+        );
+        if !self.housekeeping_memo.statuses_clean(at) {
+            let orphaned: Vec<Uid> = {
+                let mut pods = SortedCursor::new(self.pod_manager.iter());
+                let mut workers = SortedCursor::new(self.pod_workers.statuses());
+                self.statuses
+                    .iter()
+                    .map(|(u, _)| u)
+                    .filter(|u| pods.seek(u).is_none() && workers.seek(u).is_none())
+                    .cloned()
+                    .collect()
+            };
+            for uid in orphaned {
+                self.statuses.remove(&uid);
+            }
+            self.housekeeping_memo.set_statuses_clean((
+                self.statuses.generation(),
+                self.pod_manager.generation(),
+                self.pod_workers.generation(),
+            ));
         }
         self.delete_orphaned_mirror_pods(out);
         // backOff.GC()
@@ -294,13 +313,21 @@ impl Node {
         // Desired pods without a worker: active ones start again (UID reuse), terminal
         // deleted ones that nothing runs for are killed so their status can be finalised
         // (e.g. rejected at admission). Creates first, then kills, as upstream.
+        let at = (self.pod_manager.generation(), self.pod_workers.generation());
+        let (pods, workers) = (&self.pod_manager, &self.pod_workers);
+        let without_worker = self.housekeeping_memo.without_worker(at, || {
+            let mut workers = SortedCursor::new(workers.statuses());
+            pods.uids()
+                .filter(|uid| workers.seek(uid).is_none())
+                .cloned()
+                .collect()
+        });
         let mut creates = Vec::new();
         let mut kills = Vec::new();
-        let mut workers = SortedCursor::new(self.pod_workers.statuses());
-        for (uid, p) in self.pod_manager.iter() {
-            if workers.seek(uid).is_some() {
+        for uid in &without_worker {
+            let Some(p) = self.pod_manager.get(uid) else {
                 continue;
-            }
+            };
             if pod::is_deleted(p) && pod::has_terminal_phase(p) {
                 if !self.runtime.get(uid).is_ok_and(|s| s.has_running()) {
                     kills.push(update(UpdateType::Kill, p.clone(), None, now));
@@ -317,10 +344,22 @@ impl Node {
 
         // Pods running in the runtime that no worker is syncing or terminating and no config
         // wants: kill them with a one-second grace period.
-        let mut statuses = SortedCursor::new(self.pod_workers.statuses());
-        for (uid, entry) in self.runtime.iter() {
-            // ownership first: it is a merge step, while has_running reads the status
-            let owned = statuses.seek(uid).is_some_and(|s| {
+        let at = (self.runtime.generation(), self.pod_manager.generation());
+        let (runtime, pods) = (&self.runtime, &self.pod_manager);
+        let undesired = self.housekeeping_memo.undesired_runtime(at, || {
+            let mut pods = SortedCursor::new(pods.iter());
+            runtime
+                .iter()
+                .map(|(uid, _)| uid)
+                .filter(|uid| pods.seek(uid).is_none())
+                .cloned()
+                .collect()
+        });
+        for uid in &undesired {
+            let Some(entry) = self.runtime.entry(uid) else {
+                continue;
+            };
+            let owned = self.pod_workers.status(uid).is_some_and(|s| {
                 matches!(
                     s.state(),
                     PodWorkerState::Sync | PodWorkerState::Terminating
@@ -329,11 +368,9 @@ impl Node {
             if owned || entry.error.is_some() || !entry.status.has_running() {
                 continue;
             }
-            if self.pod_manager.get(uid).is_none() {
-                out.push(Command::Append(Event::UpdatePod(
-                    UpdatePod::kill_running_pod(Arc::new(entry.status.running_pod(uid)), 1),
-                )));
-            }
+            out.push(Command::Append(Event::UpdatePod(
+                UpdatePod::kill_running_pod(Arc::new(entry.status.running_pod(uid)), 1),
+            )));
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod command;
 pub mod config;
 mod dispatch;
+pub mod housekeeping_memo;
 pub mod jitter;
 pub mod kubelet_sync;
 pub mod merge;
@@ -28,6 +29,7 @@ pub mod status;
 pub mod status_memo;
 pub mod timers;
 pub mod uid;
+pub mod uid_map;
 pub mod update;
 
 pub use command::Command;

@@ -59,6 +59,9 @@ pub struct Node {
     pub shutting_down: bool,
     /// Pods rejected at admission (they count as terminal).
     pub rejected: BTreeSet<Uid>,
+    /// Housekeeping's remembered set differences (not state: never serialised, always equal).
+    #[serde(skip)]
+    pub housekeeping_memo: super::housekeeping_memo::HousekeepingMemo,
     /// Seq of the last folded record.
     pub last_seq: u64,
     /// `at` of the last folded record.

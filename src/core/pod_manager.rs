@@ -11,12 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use super::pod;
 use super::uid::Uid;
+use super::uid_map::UidMap;
 
 /// Desired pods and mirror pods.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PodManager {
-    pods: BTreeMap<Uid, Arc<Pod>>,
-    mirror_pods: BTreeMap<Uid, Arc<Pod>>,
+    pods: UidMap<Arc<Pod>>,
+    mirror_pods: UidMap<Arc<Pod>>,
     pod_by_full_name: BTreeMap<String, Uid>,
     mirror_by_full_name: BTreeMap<String, Uid>,
 }
@@ -138,6 +139,11 @@ impl PodManager {
     /// The mirror pods in UID order.
     pub fn mirror_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
         self.mirror_pods.values()
+    }
+
+    /// The key-set generation of the config pods (`UidMap::generation`).
+    pub fn generation(&self) -> u64 {
+        self.pods.generation()
     }
 
     /// How many config pods are desired.

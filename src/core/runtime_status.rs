@@ -5,7 +5,6 @@
 //! kubelet's `podCache`), which is filled only by `RuntimeStatusObserved` records. Must not
 //! talk to a runtime: the shell (PLEG, `InspectPod`) observes and appends.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -13,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::uid::Uid;
+use super::uid_map::UidMap;
 use crate::ledger::Time;
 
 /// The state of a pod sandbox (CRI `PodSandboxState`).
@@ -236,7 +236,7 @@ impl CacheEntry {
 /// The core's copy of the kubelet pod cache.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeCache {
-    entries: BTreeMap<Uid, CacheEntry>,
+    entries: UidMap<CacheEntry>,
 }
 
 /// The answer of `RuntimeCache::get`.
@@ -317,6 +317,11 @@ impl RuntimeCache {
         {
             self.entries.remove(uid);
         }
+    }
+
+    /// The key-set generation of the cache (`UidMap::generation`).
+    pub fn generation(&self) -> u64 {
+        self.entries.generation()
     }
 
     /// How many pods are cached.

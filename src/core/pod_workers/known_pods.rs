@@ -41,7 +41,18 @@ impl PodWorkers {
         cx: &mut Cx<'_>,
         desired: impl Iterator<Item = &'d Uid>,
     ) -> Vec<Uid> {
-        self.pods_synced = true;
+        let candidates = self.known_pods_candidates(desired);
+        self.sync_known_candidates(cx, candidates)
+    }
+
+    /// The workers `SyncKnownPods` acts on, ascending: those not in `desired` (ascending),
+    /// flagged `true` (orphans), and those with a restart requested (`false`). A pure
+    /// function of the known UIDs, their restart requests and `desired`, so it stays valid
+    /// while `generation()` and the desired set are unchanged (`core::housekeeping_memo`).
+    pub fn known_pods_candidates<'d>(
+        &self,
+        desired: impl Iterator<Item = &'d Uid>,
+    ) -> Vec<(Uid, bool)> {
         let mut desired = SortedCursor::new(desired.map(|u| (u, ())));
         let mut candidates: Vec<(Uid, bool)> = Vec::new();
         for (uid, status) in &self.statuses {
@@ -50,6 +61,17 @@ impl PodWorkers {
                 candidates.push((uid.clone(), orphan));
             }
         }
+        candidates
+    }
+
+    /// The rest of `SyncKnownPods` for the `candidates` of `known_pods_candidates`: purges
+    /// or drives each one. Returns the UIDs it forgot.
+    pub fn sync_known_candidates(
+        &mut self,
+        cx: &mut Cx<'_>,
+        candidates: Vec<(Uid, bool)>,
+    ) -> Vec<Uid> {
+        self.pods_synced = true;
         let mut forgotten = Vec::new();
         for (uid, orphan) in candidates {
             if self.remove_terminated_worker(cx, &uid, orphan) {

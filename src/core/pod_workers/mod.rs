@@ -40,6 +40,7 @@ use super::pod;
 use super::runtime_status::RuntimeCache;
 use super::timers::{TimerKey, Timers};
 use super::uid::Uid;
+use super::uid_map::UidMap;
 use super::update::{UpdatePod, UpdateType};
 use crate::ledger::event::KillCompleted;
 use crate::ledger::{Event, Time};
@@ -76,7 +77,7 @@ pub struct PodWorkers {
     /// `SyncKnownPods` ran at least once: every pod has been delivered via `UpdatePod`.
     pods_synced: bool,
     /// Per-UID state.
-    statuses: BTreeMap<Uid, PodSyncStatus>,
+    statuses: UidMap<PodSyncStatus>,
     /// The started static pod per full name.
     started_static_pods_by_fullname: BTreeMap<String, Uid>,
     /// Static pods waiting to start, per full name, in arrival order.
@@ -108,6 +109,11 @@ impl PodWorkers {
     /// All statuses in UID order.
     pub fn statuses(&self) -> impl Iterator<Item = (&Uid, &PodSyncStatus)> {
         self.statuses.iter()
+    }
+
+    /// The generation of the known UIDs and their restart requests (`UidMap::generation`).
+    pub fn generation(&self) -> u64 {
+        self.statuses.generation()
     }
 
     /// The number of known UIDs.
@@ -229,7 +235,11 @@ impl PodWorkers {
             && status.is_termination_requested()
             && options.update_type == UpdateType::Create
         {
-            status.restart_requested = true;
+            if !status.restart_requested {
+                status.restart_requested = true;
+                // SyncKnownPods' candidates include restart requests (housekeeping memo)
+                self.statuses.touch();
+            }
             return;
         }
 

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::super::pod;
 use super::super::pod_status::conditions::TRANSITION_TIME_MANAGED;
 use super::super::uid::Uid;
+use super::super::uid_map::UidMap;
 use super::equality::is_pod_status_by_kubelet_equal;
 use super::merge::update_last_transition_time;
 use super::normalize::normalize_status;
@@ -83,7 +84,7 @@ pub enum StatusUpdate {
 /// The status manager's state.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatusStore {
-    statuses: BTreeMap<Uid, VersionedStatus>,
+    statuses: UidMap<VersionedStatus>,
     /// `apiStatusVersions`: the newest version the API server acknowledged, by API object UID.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(super) api_versions: BTreeMap<Uid, u64>,
@@ -121,6 +122,11 @@ impl StatusStore {
     /// The number of statuses kept.
     pub fn len(&self) -> usize {
         self.statuses.len()
+    }
+
+    /// The key-set generation of the statuses (`UidMap::generation`).
+    pub fn generation(&self) -> u64 {
+        self.statuses.generation()
     }
 
     /// True if no status is kept.
