@@ -438,6 +438,25 @@ impl FoldObserver {
         self.tracer.as_ref()?.pods.get(uid).copied()
     }
 
+    /// The span a command's own span hangs under: the span of the record whose fold emitted
+    /// it (its `trace`), or for a status sync started by a node-wide pass, the pod's first
+    /// span. `None` without tracing.
+    #[inline]
+    pub fn command_parent(
+        &self,
+        cause_trace: Option<TraceParent>,
+        cause: &Event,
+        command: &Command,
+    ) -> Option<TraceParent> {
+        let trace = cause_trace?;
+        match command {
+            Command::SyncPodStatus(c) if cause.pod_uid().as_ref() != Some(&c.uid) => {
+                Some(self.pod_trace(&c.uid).unwrap_or(trace))
+            }
+            _ => Some(trace),
+        }
+    }
+
     /// Folds `record` and records what the fold did.
     ///
     /// This runs once per record on the engine's thread, so its common path is short and
