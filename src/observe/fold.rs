@@ -243,8 +243,9 @@ impl FoldTracer {
     /// A record without a parent span joins its pod's trace, else starts a trace.
     #[inline(never)]
     fn open_root(&mut self, event: &Event) -> Opened {
-        let uid = event.pod_uid();
-        if let Some(root) = uid.as_ref().and_then(|u| self.pods.get(u)).copied() {
+        // by text: no `Uid` is made (for a pod object, allocated) unless a trace starts
+        let uid = event.pod_uid_str();
+        if let Some(root) = uid.and_then(|u| self.pods.get(u)).copied() {
             return self.child(root);
         }
         let trace_id = self.ids.trace_id();
@@ -253,7 +254,7 @@ impl FoldTracer {
             self.ids.span_id(),
             self.sampler.sample_root(trace_id),
         );
-        if let Some(u) = uid {
+        if let Some(u) = event.pod_uid() {
             self.remember(u, ctx);
         }
         Opened {
@@ -450,7 +451,7 @@ impl FoldObserver {
     ) -> Option<TraceParent> {
         let trace = cause_trace?;
         match command {
-            Command::SyncPodStatus(c) if cause.pod_uid().as_ref() != Some(&c.uid) => {
+            Command::SyncPodStatus(c) if cause.pod_uid_str() != Some(c.uid.as_str()) => {
                 Some(self.pod_trace(&c.uid).unwrap_or(trace))
             }
             _ => Some(trace),
@@ -1007,6 +1008,23 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn pod_uid_str_is_pod_uid_as_text() {
+        let sim = crate::sim::scenarios::busy_node(20, 6 * 60 * 1000);
+        let mut kinds = std::collections::BTreeSet::new();
+        for r in sim.engine().ledger().since(0) {
+            let owned = r.event.pod_uid();
+            assert_eq!(
+                r.event.pod_uid_str(),
+                owned.as_ref().map(Uid::as_str),
+                "record {}",
+                r.seq
+            );
+            kinds.insert(r.event.kind());
+        }
+        assert!(kinds.len() > 8, "{kinds:?}");
     }
 
     #[test]
