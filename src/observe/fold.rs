@@ -33,6 +33,7 @@ use super::export::{FoldBatch, FoldSpan, SpanQueue, Transition};
 use super::exposition::{Histogram, Text};
 use super::fasthash::{FxHashMap, UidCache, UID_CACHE_MAX_LEN};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
+use super::starting::UidMap;
 
 /// Records folded, by kind.
 pub const RECORDS_TOTAL: &str = "ledgerlet_ledger_records_total";
@@ -356,7 +357,7 @@ pub struct FoldObserver {
     /// Fold durations by kind (their counts are `ledgerlet_ledger_records_total`).
     folds: TickHistograms,
     transitions: BTreeMap<(Phase, Phase), (u64, Histogram)>,
-    starting: FxHashMap<Uid, PodStart>,
+    starting: UidMap<PodStart>,
     /// The pod workers' `Uid`s by text, for records that name their pod by text.
     uids: UidCache,
     worker_start: Histogram,
@@ -394,7 +395,7 @@ impl FoldObserver {
             watch: Stopwatch::new(),
             folds: TickHistograms::new(FAST_BUCKETS, Event::KINDS.len()),
             transitions: BTreeMap::new(),
-            starting: FxHashMap::default(),
+            starting: UidMap::default(),
             uids: UidCache::default(),
             worker_start: Histogram::new(DEF_BUCKETS),
             pod_start: Histogram::new(POD_STARTUP_BUCKETS),
@@ -772,7 +773,7 @@ impl FoldObserver {
             }
             return;
         }
-        if self.starting.contains_key(&uid) {
+        if self.starting.contains_key(uid.as_str()) {
             return;
         }
         if self.starting.len() >= MAX_TRACKED_PODS {
@@ -805,7 +806,7 @@ impl FoldObserver {
                 if s.update_type != UpdateType::Create {
                     continue;
                 }
-                if let Some(st) = self.starting.get_mut(&s.uid) {
+                if let Some(st) = self.starting.get_mut(s.uid.as_str()) {
                     if !st.worker_started {
                         st.worker_started = true;
                         self.worker_start
@@ -819,7 +820,7 @@ impl FoldObserver {
         let uid = match &record.event {
             Event::RuntimeActionFinished(a) => {
                 if let (RuntimeAction::PullImage { .. }, Some(st)) =
-                    (&a.action, self.starting.get_mut(&a.uid))
+                    (&a.action, self.starting.get_mut(a.uid.as_str()))
                 {
                     let begun = Time::from_unix_nanos(
                         record.at.unix_nanos() - (a.duration_ms as i64) * 1_000_000,
@@ -834,7 +835,7 @@ impl FoldObserver {
             Event::PlegEvent(p) => &p.uid,
             Event::SyncFinished(f) => {
                 if f.work != crate::core::command::WorkType::Sync {
-                    self.starting.remove(&f.uid);
+                    self.starting.remove(f.uid.as_str());
                     return;
                 }
                 &f.uid
@@ -845,7 +846,7 @@ impl FoldObserver {
             }
             _ => return,
         };
-        let Some(st) = self.starting.get_mut(uid) else {
+        let Some(st) = self.starting.get_mut(uid.as_str()) else {
             return;
         };
         let Some(v) = node.statuses.get(uid) else {
@@ -875,7 +876,7 @@ impl FoldObserver {
             self.pod_start_total.observe(total.as_secs_f64());
             self.pod_start_sli
                 .observe(total.saturating_sub(pulling).as_secs_f64());
-            self.starting.remove(uid);
+            self.starting.remove(uid.as_str());
         }
     }
 
