@@ -153,7 +153,9 @@ impl Engine {
                         appended.push((Some(record.seq), Parent::Record(record.trace), e))
                     }
                     other => emitted.push(Emitted {
-                        parent: self.command_parent(&record, &other),
+                        parent: self
+                            .observer
+                            .command_parent(record.trace, &record.event, &other),
                         cause: record.clone(),
                         command: other,
                     }),
@@ -172,15 +174,5 @@ impl Engine {
         }
         self.observer.end_input();
         emitted
-    }
-
-    fn command_parent(&self, cause: &Record, command: &Command) -> Option<TraceParent> {
-        let trace = cause.trace?;
-        match command {
-            Command::SyncPodStatus(c) if cause.event.pod_uid().as_ref() != Some(&c.uid) => {
-                Some(self.observer.pod_trace(&c.uid).unwrap_or(trace))
-            }
-            _ => Some(trace),
-        }
     }
 }

@@ -600,6 +600,50 @@ impl Event {
         }
     }
 
+    /// [`Event::pod_uid`] as text, without allocating (maps keyed by `Uid` accept `&str`).
+    pub fn pod_uid_str(&self) -> Option<&str> {
+        match self {
+            Event::PodAdded(e)
+            | Event::PodUpdated(e)
+            | Event::PodRemoved(e)
+            | Event::PodDeleted(e)
+            | Event::PodReconcile(e) => Some(crate::core::pod::uid_str(&e.pod)),
+            Event::UpdatePod(u) => match (&u.pod, &u.running_pod) {
+                (Some(p), _) => Some(crate::core::pod::uid_str(p)),
+                (None, Some(r)) => Some(r.uid.as_str()),
+                (None, None) => None,
+            },
+            Event::PlegEvent(e) => Some(e.uid.as_str()),
+            Event::RuntimeStatusObserved(e) => Some(e.uid.as_str()),
+            Event::SyncFinished(e) => Some(e.uid.as_str()),
+            Event::TimerFired(t) => match &t.key {
+                TimerKey::PodWork { uid }
+                | TimerKey::KillDeadline { uid, .. }
+                | TimerKey::BackoffExpiry { uid }
+                | TimerKey::Probe { uid, .. } => Some(uid.as_str()),
+                TimerKey::Housekeeping
+                | TimerKey::StatusSync
+                | TimerKey::NodeStatusUpdate
+                | TimerKey::LeaseRenew
+                | TimerKey::NodeRegister => None,
+            },
+            Event::KillCompleted(e) => Some(e.uid.as_str()),
+            Event::PodRejected(e) => Some(e.uid.as_str()),
+            Event::RuntimeActionFinished(e) => Some(e.uid.as_str()),
+            Event::StatusSyncFinished(e) => Some(e.uid.as_str()),
+            Event::NodeSyncFinished(e) => e.uid.as_ref().map(Uid::as_str),
+            Event::ProbeFinished(e) => Some(e.uid.as_str()),
+            Event::ProbeResult(e) => Some(e.uid.as_str()),
+            Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) => None,
+            Event::ConfigApplied(_)
+            | Event::SourceReady(_)
+            | Event::SyncKnownPods(_)
+            | Event::NodeShutdown(_)
+            | Event::AgentRestarted(_)
+            | Event::ManifestRejected(_) => None,
+        }
+    }
+
     /// The pod object the event carries, if any (for `namespace/name` filters).
     pub fn pod(&self) -> Option<&Pod> {
         match self {

@@ -33,6 +33,7 @@ use super::export::{FoldBatch, FoldSpan, SpanQueue, Transition};
 use super::exposition::{Histogram, Text};
 use super::fasthash::{FxHashMap, UidCache, UID_CACHE_MAX_LEN};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
+use super::starting::UidMap;
 
 /// Records folded, by kind.
 pub const RECORDS_TOTAL: &str = "ledgerlet_ledger_records_total";
@@ -243,8 +244,9 @@ impl FoldTracer {
     /// A record without a parent span joins its pod's trace, else starts a trace.
     #[inline(never)]
     fn open_root(&mut self, event: &Event) -> Opened {
-        let uid = event.pod_uid();
-        if let Some(root) = uid.as_ref().and_then(|u| self.pods.get(u)).copied() {
+        // by text: no `Uid` is made (for a pod object, allocated) unless a trace starts
+        let uid = event.pod_uid_str();
+        if let Some(root) = uid.and_then(|u| self.pods.get(u)).copied() {
             return self.child(root);
         }
         let trace_id = self.ids.trace_id();
@@ -253,7 +255,7 @@ impl FoldTracer {
             self.ids.span_id(),
             self.sampler.sample_root(trace_id),
         );
-        if let Some(u) = uid {
+        if let Some(u) = event.pod_uid() {
             self.remember(u, ctx);
         }
         Opened {
@@ -355,7 +357,7 @@ pub struct FoldObserver {
     /// Fold durations by kind (their counts are `ledgerlet_ledger_records_total`).
     folds: TickHistograms,
     transitions: BTreeMap<(Phase, Phase), (u64, Histogram)>,
-    starting: FxHashMap<Uid, PodStart>,
+    starting: UidMap<PodStart>,
     /// The pod workers' `Uid`s by text, for records that name their pod by text.
     uids: UidCache,
     worker_start: Histogram,
@@ -393,7 +395,7 @@ impl FoldObserver {
             watch: Stopwatch::new(),
             folds: TickHistograms::new(FAST_BUCKETS, Event::KINDS.len()),
             transitions: BTreeMap::new(),
-            starting: FxHashMap::default(),
+            starting: UidMap::default(),
             uids: UidCache::default(),
             worker_start: Histogram::new(DEF_BUCKETS),
             pod_start: Histogram::new(POD_STARTUP_BUCKETS),
@@ -436,6 +438,25 @@ impl FoldObserver {
     /// The first span of a pod's trace, if the pod is known.
     pub fn pod_trace(&self, uid: &Uid) -> Option<TraceParent> {
         self.tracer.as_ref()?.pods.get(uid).copied()
+    }
+
+    /// The span a command's own span hangs under: the span of the record whose fold emitted
+    /// it (its `trace`), or for a status sync started by a node-wide pass, the pod's first
+    /// span. `None` without tracing.
+    #[inline]
+    pub fn command_parent(
+        &self,
+        cause_trace: Option<TraceParent>,
+        cause: &Event,
+        command: &Command,
+    ) -> Option<TraceParent> {
+        let trace = cause_trace?;
+        match command {
+            Command::SyncPodStatus(c) if cause.pod_uid_str() != Some(c.uid.as_str()) => {
+                Some(self.pod_trace(&c.uid).unwrap_or(trace))
+            }
+            _ => Some(trace),
+        }
     }
 
     /// Folds `record` and records what the fold did.
@@ -752,7 +773,7 @@ impl FoldObserver {
             }
             return;
         }
-        if self.starting.contains_key(&uid) {
+        if self.starting.contains_key(uid.as_str()) {
             return;
         }
         if self.starting.len() >= MAX_TRACKED_PODS {
@@ -785,7 +806,7 @@ impl FoldObserver {
                 if s.update_type != UpdateType::Create {
                     continue;
                 }
-                if let Some(st) = self.starting.get_mut(&s.uid) {
+                if let Some(st) = self.starting.get_mut(s.uid.as_str()) {
                     if !st.worker_started {
                         st.worker_started = true;
                         self.worker_start
@@ -799,7 +820,7 @@ impl FoldObserver {
         let uid = match &record.event {
             Event::RuntimeActionFinished(a) => {
                 if let (RuntimeAction::PullImage { .. }, Some(st)) =
-                    (&a.action, self.starting.get_mut(&a.uid))
+                    (&a.action, self.starting.get_mut(a.uid.as_str()))
                 {
                     let begun = Time::from_unix_nanos(
                         record.at.unix_nanos() - (a.duration_ms as i64) * 1_000_000,
@@ -814,7 +835,7 @@ impl FoldObserver {
             Event::PlegEvent(p) => &p.uid,
             Event::SyncFinished(f) => {
                 if f.work != crate::core::command::WorkType::Sync {
-                    self.starting.remove(&f.uid);
+                    self.starting.remove(f.uid.as_str());
                     return;
                 }
                 &f.uid
@@ -825,7 +846,7 @@ impl FoldObserver {
             }
             _ => return,
         };
-        let Some(st) = self.starting.get_mut(uid) else {
+        let Some(st) = self.starting.get_mut(uid.as_str()) else {
             return;
         };
         let Some(v) = node.statuses.get(uid) else {
@@ -855,7 +876,7 @@ impl FoldObserver {
             self.pod_start_total.observe(total.as_secs_f64());
             self.pod_start_sli
                 .observe(total.saturating_sub(pulling).as_secs_f64());
-            self.starting.remove(uid);
+            self.starting.remove(uid.as_str());
         }
     }
 
@@ -988,6 +1009,23 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn pod_uid_str_is_pod_uid_as_text() {
+        let sim = crate::sim::scenarios::busy_node(20, 6 * 60 * 1000);
+        let mut kinds = std::collections::BTreeSet::new();
+        for r in sim.engine().ledger().since(0) {
+            let owned = r.event.pod_uid();
+            assert_eq!(
+                r.event.pod_uid_str(),
+                owned.as_ref().map(Uid::as_str),
+                "record {}",
+                r.seq
+            );
+            kinds.insert(r.event.kind());
+        }
+        assert!(kinds.len() > 8, "{kinds:?}");
     }
 
     #[test]

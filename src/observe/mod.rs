@@ -18,4 +18,5 @@ pub mod logging;
 pub mod metrics;
 pub mod otel;
 pub mod probe_metrics;
+pub mod starting;
 pub mod state_metrics;
