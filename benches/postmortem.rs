@@ -57,6 +57,39 @@ fn workload(target_records: usize, start_minutes: u64) -> (Vec<Arc<Record>>, Vec
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let n = if full { 1_000_000 } else { 20_000 };
+    // replay of the fold bench's workload (the realistic mix its 1,000,000/s target is set on),
+    // first, while the process's heap is as fresh as the fold bench's: after the
+    // million-record workload below is built, even the plain fold of this mix runs markedly
+    // slower in the same process (a fragmented heap)
+    if full {
+        let (mix, mix_text) = workload(usize::MAX / 2, 10);
+        // a pass takes tens of milliseconds: the best of five of each, as for the full replay
+        // below (the first pass of a process pays its page faults)
+        let (mut s, mut fold_s, mut records_folded) = (f64::MAX, f64::MAX, 0);
+        for _ in 0..5 {
+            let t = Instant::now();
+            let r = replay(&mix_text[..], None).expect("the workload replays");
+            s = s.min(t.elapsed().as_secs_f64());
+            records_folded = r.records_folded;
+            drop(r);
+            let t = Instant::now();
+            let mut node = Node::default();
+            for rec in &mix {
+                std::hint::black_box(ledgerlet::core::fold(&mut node, rec));
+            }
+            fold_s = fold_s.min(t.elapsed().as_secs_f64());
+        }
+        let per_s = records_folded as f64 / s;
+        println!(
+            "replay (fold bench mix, {} records): {:.3} s: {:.0} records/s (target >= 1000000: {}); folding alone {:.0} records/s",
+            records_folded,
+            s,
+            per_s,
+            if per_s >= 1_000_000.0 { "met" } else { "MISSED" },
+            records_folded as f64 / fold_s
+        );
+    }
+
     let started = Instant::now();
     let (records, text) = workload(n, 10);
     eprintln!(
@@ -66,29 +99,6 @@ fn main() {
         text.len() as f64 / records.len() as f64,
         started.elapsed().as_secs_f64()
     );
-
-    // replay of the fold bench's workload (the realistic mix its 1,000,000/s target is set on)
-    if full {
-        let (mix, mix_text) = workload(usize::MAX / 2, 10);
-        let t = Instant::now();
-        let r = replay(&mix_text[..], None).expect("the workload replays");
-        let s = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let mut node = Node::default();
-        for rec in &mix {
-            std::hint::black_box(ledgerlet::core::fold(&mut node, rec));
-        }
-        let fold_s = t.elapsed().as_secs_f64();
-        let per_s = r.records_folded as f64 / s;
-        println!(
-            "replay (fold bench mix, {} records): {:.3} s: {:.0} records/s (target >= 1000000: {}); folding alone {:.0} records/s",
-            r.records_folded,
-            s,
-            per_s,
-            if per_s >= 1_000_000.0 { "met" } else { "MISSED" },
-            r.records_folded as f64 / fold_s
-        );
-    }
 
     // replay: decode + dense-seq checks + fold, from the NDJSON bytes
     let rounds = if full { 3 } else { 1 };
