@@ -8,9 +8,10 @@
 //! from `/debug/ledger`, nanoseconds). Under `cargo test` (no `--bench` argument) it runs a
 //! short smoke version so the harness itself stays tested.
 
+#[path = "../tests/support/agent.rs"]
+mod agent;
+
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,35 +19,9 @@ use ledgerlet::core::runtime_status::ContainerState;
 use ledgerlet::core::Node;
 use ledgerlet::ledger::{Event, Line, Reader, Time};
 
+/// `GET path` from the agent's HTTP server → the body.
 fn get(port: u16, path: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = body;
-        while let Some((size, tail)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            out.push_str(&tail[..n.min(tail.len())]);
-            rest = tail.get(n + 2..).unwrap_or("");
-        }
-        out
-    } else {
-        body.to_string()
-    }
+    agent::http_get(port, path).1
 }
 
 struct Agent(Child);

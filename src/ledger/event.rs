@@ -559,81 +559,68 @@ events! {
     ProbeResult(crate::core::probes::ProbeResult),
 }
 
+/// Where an event holds its pod's UID (see [`Event::pod_uid_ref`]).
+enum UidRef<'a> {
+    /// A `Uid` the event carries.
+    Uid(&'a Uid),
+    /// The text of a pod object's `metadata.uid`.
+    Text(&'a str),
+}
+
 impl Event {
     /// The pod UID the event is about, if it is about one pod.
     pub fn pod_uid(&self) -> Option<Uid> {
-        match self {
-            Event::PodAdded(e)
-            | Event::PodUpdated(e)
-            | Event::PodRemoved(e)
-            | Event::PodDeleted(e)
-            | Event::PodReconcile(e) => Some(crate::core::pod::uid(&e.pod)),
-            Event::UpdatePod(u) => u.uid(),
-            Event::PlegEvent(e) => Some(e.uid.clone()),
-            Event::RuntimeStatusObserved(e) => Some(e.uid.clone()),
-            Event::SyncFinished(e) => Some(e.uid.clone()),
-            Event::TimerFired(t) => match &t.key {
-                TimerKey::PodWork { uid }
-                | TimerKey::KillDeadline { uid, .. }
-                | TimerKey::BackoffExpiry { uid }
-                | TimerKey::Probe { uid, .. } => Some(uid.clone()),
-                TimerKey::Housekeeping
-                | TimerKey::StatusSync
-                | TimerKey::NodeStatusUpdate
-                | TimerKey::LeaseRenew
-                | TimerKey::NodeRegister => None,
-            },
-            Event::KillCompleted(e) => Some(e.uid.clone()),
-            Event::PodRejected(e) => Some(e.uid.clone()),
-            Event::RuntimeActionFinished(e) => Some(e.uid.clone()),
-            Event::StatusSyncFinished(e) => Some(e.uid.clone()),
-            Event::NodeSyncFinished(e) => e.uid.clone(),
-            Event::ProbeFinished(e) => Some(e.uid.clone()),
-            Event::ProbeResult(e) => Some(e.uid.clone()),
-            Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) => None,
-            Event::ConfigApplied(_)
-            | Event::SourceReady(_)
-            | Event::SyncKnownPods(_)
-            | Event::NodeShutdown(_)
-            | Event::AgentRestarted(_)
-            | Event::ManifestRejected(_) => None,
-        }
+        self.pod_uid_ref().map(|u| match u {
+            UidRef::Uid(u) => u.clone(),
+            UidRef::Text(t) => Uid::new(t),
+        })
     }
 
     /// [`Event::pod_uid`] as text, without allocating (maps keyed by `Uid` accept `&str`).
     pub fn pod_uid_str(&self) -> Option<&str> {
+        self.pod_uid_ref().map(|u| match u {
+            UidRef::Uid(u) => u.as_str(),
+            UidRef::Text(t) => t,
+        })
+    }
+
+    /// Where the event holds its pod's UID: a `Uid` it carries, or a pod object's text.
+    fn pod_uid_ref(&self) -> Option<UidRef<'_>> {
+        fn text(p: &k8s_openapi::api::core::v1::Pod) -> UidRef<'_> {
+            UidRef::Text(crate::core::pod::uid_str(p))
+        }
         match self {
             Event::PodAdded(e)
             | Event::PodUpdated(e)
             | Event::PodRemoved(e)
             | Event::PodDeleted(e)
-            | Event::PodReconcile(e) => Some(crate::core::pod::uid_str(&e.pod)),
+            | Event::PodReconcile(e) => Some(text(&e.pod)),
             Event::UpdatePod(u) => match (&u.pod, &u.running_pod) {
-                (Some(p), _) => Some(crate::core::pod::uid_str(p)),
-                (None, Some(r)) => Some(r.uid.as_str()),
+                (Some(p), _) => Some(text(p)),
+                (None, Some(r)) => Some(UidRef::Uid(&r.uid)),
                 (None, None) => None,
             },
-            Event::PlegEvent(e) => Some(e.uid.as_str()),
-            Event::RuntimeStatusObserved(e) => Some(e.uid.as_str()),
-            Event::SyncFinished(e) => Some(e.uid.as_str()),
+            Event::PlegEvent(e) => Some(UidRef::Uid(&e.uid)),
+            Event::RuntimeStatusObserved(e) => Some(UidRef::Uid(&e.uid)),
+            Event::SyncFinished(e) => Some(UidRef::Uid(&e.uid)),
             Event::TimerFired(t) => match &t.key {
                 TimerKey::PodWork { uid }
                 | TimerKey::KillDeadline { uid, .. }
                 | TimerKey::BackoffExpiry { uid }
-                | TimerKey::Probe { uid, .. } => Some(uid.as_str()),
+                | TimerKey::Probe { uid, .. } => Some(UidRef::Uid(uid)),
                 TimerKey::Housekeeping
                 | TimerKey::StatusSync
                 | TimerKey::NodeStatusUpdate
                 | TimerKey::LeaseRenew
                 | TimerKey::NodeRegister => None,
             },
-            Event::KillCompleted(e) => Some(e.uid.as_str()),
-            Event::PodRejected(e) => Some(e.uid.as_str()),
-            Event::RuntimeActionFinished(e) => Some(e.uid.as_str()),
-            Event::StatusSyncFinished(e) => Some(e.uid.as_str()),
-            Event::NodeSyncFinished(e) => e.uid.as_ref().map(Uid::as_str),
-            Event::ProbeFinished(e) => Some(e.uid.as_str()),
-            Event::ProbeResult(e) => Some(e.uid.as_str()),
+            Event::KillCompleted(e) => Some(UidRef::Uid(&e.uid)),
+            Event::PodRejected(e) => Some(UidRef::Uid(&e.uid)),
+            Event::RuntimeActionFinished(e) => Some(UidRef::Uid(&e.uid)),
+            Event::StatusSyncFinished(e) => Some(UidRef::Uid(&e.uid)),
+            Event::NodeSyncFinished(e) => e.uid.as_ref().map(UidRef::Uid),
+            Event::ProbeFinished(e) => Some(UidRef::Uid(&e.uid)),
+            Event::ProbeResult(e) => Some(UidRef::Uid(&e.uid)),
             Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) => None,
             Event::ConfigApplied(_)
             | Event::SourceReady(_)
