@@ -267,9 +267,16 @@ pub fn convert_to_api_container_statuses(
 
     // GS-01/GS-02: defaults, an old Terminated status kept whole, else the old restart count
     // and last termination carried over.
+    // A container the runtime has an instance of gets its status from that instance below
+    // (GS-05, for the spec index its name resolves to), so it starts as a placeholder.
+    let index = ByName::new(specs.iter().enumerate().map(|(i, c)| (c.name, i)));
     let mut statuses: Vec<ApiContainerStatus> = specs
         .iter()
-        .map(|c| match old.get(c.name) {
+        .enumerate()
+        .map(|(i, c)| match old.get(c.name) {
+            _ if index.get(c.name) == Some(i) && latest(c.name).is_some() => {
+                ApiContainerStatus::default()
+            }
             Some(o) if terminated(o).is_some() => (*o).clone(),
             Some(o) => ApiContainerStatus {
                 restart_count: o.restart_count,
@@ -303,7 +310,6 @@ pub fn convert_to_api_container_statuses(
     }
 
     // GS-05/GS-06: the newest instance is the state, the second newest the last state.
-    let index = ByName::new(specs.iter().enumerate().map(|(i, c)| (c.name, i)));
     let mut seen = vec![0u8; specs.len()];
     for cs in &instances {
         let Some(i) = index.get(cs.name.as_str()) else {
