@@ -81,11 +81,11 @@ fn main() {
         }
         let per_s = records_folded as f64 / s;
         println!(
-            "replay (fold bench mix, {} records): {:.3} s: {:.0} records/s (target >= 1000000: {}); folding alone {:.0} records/s",
+            "replay (fold bench mix, {} records): {:.3} s: {:.0} records/s, {:.0} % of folding alone ({:.0} records/s): replay is bound by the fold (the fold target is the fold bench's; the replay target is on the million-record ledger below)",
             records_folded,
             s,
             per_s,
-            if per_s >= 1_000_000.0 { "met" } else { "MISSED" },
+            fold_s / s * 100.0,
             records_folded as f64 / fold_s
         );
     }
