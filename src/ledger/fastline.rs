@@ -366,14 +366,8 @@ impl<'de> Deserializer<'de> for Value<'_, 'de> {
     }
 
     fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        let mut k = *self.0;
-        match k.plain_string() {
-            Some(s) => {
-                *self.0 = k;
-                visitor.visit_borrowed_str(s)
-            }
-            None => self.json(|de| de.deserialize_string(visitor)),
-        }
+        // serde_json's `deserialize_string` is its `deserialize_str`
+        self.deserialize_str(visitor)
     }
 
     fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {

@@ -15,20 +15,26 @@ fn bytes_equal_to(w: u64, c: u8) -> u64 {
     x.wrapping_sub(LO) & !x & HI
 }
 
+/// From `i`, eight bytes at a time, the index of the first byte `flag` marks (it sets the high
+/// bit of each marked byte of a little-endian word), or of the first byte of the last
+/// incomplete word: the caller looks at the remaining bytes one by one.
+#[inline(always)]
+fn skip_unflagged(b: &[u8], mut i: usize, flag: impl Fn(u64) -> u64) -> usize {
+    while let Some(chunk) = b.get(i..i + 8) {
+        let m = flag(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i
+}
+
 /// Given `i` just after the opening `"` of a string, the index just after its closing `"`.
 #[inline]
 pub fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
     loop {
-        while let Some(chunk) = b.get(i..i + 8) {
-            let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            let m = bytes_equal_to(w, b'"') | bytes_equal_to(w, b'\\');
-            if m == 0 {
-                i += 8;
-            } else {
-                i += (m.trailing_zeros() / 8) as usize;
-                break;
-            }
-        }
+        i = skip_unflagged(b, i, |w| bytes_equal_to(w, b'"') | bytes_equal_to(w, b'\\'));
         match *b.get(i)? {
             b'"' => return Some(i + 1),
             b'\\' => i += 2,
@@ -44,18 +50,11 @@ pub fn plain_string_end(b: &[u8], mut i: usize) -> Option<usize> {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     loop {
-        while let Some(chunk) = b.get(i..i + 8) {
-            let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        i = skip_unflagged(b, i, |w| {
             // bytes below 0x20 (control characters), as `bytes_equal_to` does for one value
             let control = w.wrapping_sub(LO * 0x20) & !w & HI;
-            let m = bytes_equal_to(w, b'"') | bytes_equal_to(w, b'\\') | control;
-            if m == 0 {
-                i += 8;
-            } else {
-                i += (m.trailing_zeros() / 8) as usize;
-                break;
-            }
-        }
+            bytes_equal_to(w, b'"') | bytes_equal_to(w, b'\\') | control
+        });
         match *b.get(i)? {
             b'"' => return Some(i),
             b'\\' => return None,

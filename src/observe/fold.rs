@@ -33,7 +33,7 @@ use super::export::{FoldBatch, FoldSpan, SpanQueue, Transition};
 use super::exposition::{Histogram, Text};
 use super::fasthash::{FxHashMap, UidCache, UID_CACHE_MAX_LEN};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
-use super::starting::UidMap;
+use super::starting::FilteredUidMap;
 
 /// Records folded, by kind.
 pub const RECORDS_TOTAL: &str = "ledgerlet_ledger_records_total";
@@ -357,7 +357,7 @@ pub struct FoldObserver {
     /// Fold durations by kind (their counts are `ledgerlet_ledger_records_total`).
     folds: TickHistograms,
     transitions: BTreeMap<(Phase, Phase), (u64, Histogram)>,
-    starting: UidMap<PodStart>,
+    starting: FilteredUidMap<PodStart>,
     /// The pod workers' `Uid`s by text, for records that name their pod by text.
     uids: UidCache,
     worker_start: Histogram,
@@ -395,7 +395,7 @@ impl FoldObserver {
             watch: Stopwatch::new(),
             folds: TickHistograms::new(FAST_BUCKETS, Event::KINDS.len()),
             transitions: BTreeMap::new(),
-            starting: UidMap::default(),
+            starting: FilteredUidMap::default(),
             uids: UidCache::default(),
             worker_start: Histogram::new(DEF_BUCKETS),
             pod_start: Histogram::new(POD_STARTUP_BUCKETS),

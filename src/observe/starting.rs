@@ -26,21 +26,21 @@ fn slot(uid: &str) -> usize {
 }
 
 /// A map by pod UID with a counting filter in front of it.
-pub struct UidMap<V> {
+pub struct FilteredUidMap<V> {
     map: FxHashMap<Uid, V>,
     filter: Box<[u32]>,
 }
 
-impl<V> Default for UidMap<V> {
+impl<V> Default for FilteredUidMap<V> {
     fn default() -> Self {
-        UidMap {
+        FilteredUidMap {
             map: FxHashMap::default(),
             filter: vec![0; FILTER_LEN].into_boxed_slice(),
         }
     }
 }
 
-impl<V> UidMap<V> {
+impl<V> FilteredUidMap<V> {
     /// Entries.
     #[inline]
     pub fn len(&self) -> usize {
@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn the_filter_never_hides_an_entry_and_forgets_removed_ones() {
-        let mut m = UidMap::default();
+        let mut m = FilteredUidMap::default();
         // more UIDs than counters, so counters are shared
         let uids: Vec<String> = (0..10_000)
             .map(|i| format!("{:08x}-0000-4000-8000-{i:012x}", i * 7919))
