@@ -614,7 +614,7 @@ fn run(actions: &[Action]) -> Result<Harness, TestCaseError> {
                 }))
             }
             Action::Fire { index, stale } => {
-                let armed: Vec<_> = h.node().timers.armed().cloned().collect();
+                let armed: Vec<_> = h.node().timers.armed().collect();
                 if armed.is_empty() {
                     continue;
                 }

@@ -127,8 +127,8 @@ impl Node {
 
     /// Generates and records the API status of a pod (`generateAPIPodStatus` +
     /// `SetPodStatus`), applying `status_override` last. Returns true if the generated phase
-    /// is terminal. A generation whose inputs are those of one that changed nothing is
-    /// skipped (`core::status_memo`).
+    /// is terminal. A generation whose inputs are those of the one that left the cached version
+    /// is skipped (`core::status_memo`).
     fn update_api_status(
         &mut self,
         uid: &Uid,
@@ -176,7 +176,11 @@ impl Node {
         }
         let terminal = status.phase.as_deref().is_some_and(pod::is_phase_terminal);
         let outcome = self.set_pod_status(uid, p, status, now);
-        if memo_applies && outcome == StatusUpdate::Unchanged {
+        // Remembered whether the generation left the cached status as it was or recorded a
+        // new one: generating again from the same inputs against the status just recorded
+        // gives that status again (the store keeps what it merged and normalised), so the
+        // next resync of an unchanged pod skips the generation either way.
+        if memo_applies && !matches!(outcome, StatusUpdate::Illegal(_)) {
             if let Some(version) = self.statuses.get(uid).map(|v| v.version) {
                 let key = MemoKey {
                     pod: p,

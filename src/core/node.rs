@@ -143,7 +143,7 @@ impl Node {
                 self.config = (*c.config).clone();
                 self.statuses.memo.clear();
                 self.probers.started_at = now;
-                if self.timers.get(&TimerKey::Housekeeping).is_none() {
+                if !self.timers.is_armed(&TimerKey::Housekeeping) {
                     let due = now.plus_ms(self.config.housekeeping_period_ms);
                     self.timers.set(TimerKey::Housekeeping, due, out);
                 }

@@ -1,15 +1,20 @@
-//! Remembers, per pod, the inputs of the last status generation that changed nothing, so a
-//! sync with the very same inputs skips `generateAPIPodStatus` and the comparison with the
-//! cached status (most syncs of a steady pod are periodic resyncs that change nothing).
+//! Remembers, per pod, the inputs of the last status generation and the cached status
+//! version it left, so a sync with the very same inputs skips `generateAPIPodStatus` and the
+//! comparison with the cached status (most syncs of a steady pod are periodic resyncs that
+//! change nothing).
 //!
 //! Owns the memo entries. Must never change an output: a hit is allowed only when generating
 //! again would give a status equal to the cached one, which holds when every input of the
-//! generation is the same as at a generation whose result was "unchanged" against the very
-//! version still cached: the same pod object and runtime status (the same `Arc`s), the same
-//! start failures, the same probe results, the same terminal flag, no status override and
-//! no deletion timestamp (a deleted pod's status is always recorded anew). The memo is not
-//! state: it is not serialised and compares equal to any other memo, so a replay or a
-//! restored snapshot (which start without it) reach exactly the same state and commands.
+//! generation is the same as at a generation whose result is the very version still cached
+//! (it either left that version unchanged or recorded it: the store keeps the merged and
+//! normalised status, and generating again from it and the same inputs gives it back): the
+//! same pod object and runtime status (the same `Arc`s), the same start failures, the same
+//! probe results, the same terminal flag, no status override and no deletion timestamp (a
+//! deleted pod's status is always recorded anew). The memo is not state: it is not
+//! serialised and compares equal to any other memo, so a replay or a restored snapshot
+//! (which start without it) reach exactly the same state and commands. `tests/invariants.rs`
+//! folds busy nodes and random histories with the memo cleared before every record and
+//! requires the same commands and state.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,7 +47,7 @@ struct Entry {
     start_failures: Option<BTreeMap<String, StartFailure>>,
     probes_generation: u64,
     pod_is_terminal: bool,
-    /// The cached status version the generation left unchanged.
+    /// The cached status version the generation left (unchanged or recorded).
     version: u64,
 }
 
@@ -57,7 +62,7 @@ impl Entry {
     }
 }
 
-/// Per pod, the inputs of the last generation that left the cached status unchanged.
+/// Per pod, the inputs of the last generation and the cached version it left.
 #[derive(Clone, Debug, Default)]
 pub struct StatusMemo {
     by_pod: BTreeMap<Uid, Entry>,
@@ -79,7 +84,7 @@ impl StatusMemo {
             .is_some_and(|e| e.matches(key, version))
     }
 
-    /// Records that generating from `key` left cached `version` unchanged.
+    /// Records that generating from `key` left cached `version` (unchanged or recorded).
     pub fn remember(&mut self, uid: &Uid, key: &MemoKey<'_>, version: u64) {
         self.by_pod.insert(
             uid.clone(),

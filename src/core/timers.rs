@@ -69,12 +69,30 @@ pub struct ArmedTimer {
     pub due: Time,
 }
 
+/// What the table keeps of an armed timer besides its key (the key is the map's). Kept
+/// small: arming and firing insert into and remove from B-tree nodes, moving their entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Armed {
+    generation: u64,
+    due: Time,
+}
+
+impl Armed {
+    fn with_key(self, key: &TimerKey) -> ArmedTimer {
+        ArmedTimer {
+            key: key.clone(),
+            generation: self.generation,
+            due: self.due,
+        }
+    }
+}
+
 /// The armed timers, keyed by purpose.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timers {
     next_generation: u64,
     #[serde(with = "armed_as_list")]
-    armed: BTreeMap<TimerKey, ArmedTimer>,
+    armed: BTreeMap<TimerKey, Armed>,
 }
 
 impl Timers {
@@ -82,21 +100,17 @@ impl Timers {
     pub fn set(&mut self, key: TimerKey, due: Time, out: &mut Vec<Command>) {
         self.next_generation += 1;
         let generation = self.next_generation;
+        let armed = Armed { generation, due };
         // re-arming (the common case) updates the entry in place, keeping its key
         let timer = match self.armed.entry(key) {
             Entry::Occupied(mut e) => {
-                let t = e.get_mut();
-                t.generation = generation;
-                t.due = due;
-                t.clone()
+                *e.get_mut() = armed;
+                armed.with_key(e.key())
             }
             Entry::Vacant(e) => {
-                let t = ArmedTimer {
-                    key: e.key().clone(),
-                    generation,
-                    due,
-                };
-                e.insert(t).clone()
+                let t = armed.with_key(e.key());
+                e.insert(armed);
+                t
             }
         };
         out.push(Command::SetTimer(timer));
@@ -121,13 +135,18 @@ impl Timers {
     }
 
     /// The armed timer for `key`, if any.
-    pub fn get(&self, key: &TimerKey) -> Option<&ArmedTimer> {
-        self.armed.get(key)
+    pub fn get(&self, key: &TimerKey) -> Option<ArmedTimer> {
+        self.armed.get(key).map(|a| a.with_key(key))
+    }
+
+    /// True if `key` is armed.
+    pub fn is_armed(&self, key: &TimerKey) -> bool {
+        self.armed.contains_key(key)
     }
 
     /// All armed timers in key order (the shell re-arms these after a restart).
-    pub fn armed(&self) -> impl Iterator<Item = &ArmedTimer> {
-        self.armed.values()
+    pub fn armed(&self) -> impl Iterator<Item = ArmedTimer> + '_ {
+        self.armed.iter().map(|(k, a)| a.with_key(k))
     }
 
     /// How many timers are armed.
@@ -146,17 +165,25 @@ mod armed_as_list {
     use serde::{Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(
-        m: &BTreeMap<TimerKey, ArmedTimer>,
+        m: &BTreeMap<TimerKey, Armed>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
-        s.collect_seq(m.values())
+        s.collect_seq(m.iter().map(|(k, a)| a.with_key(k)))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
-    ) -> Result<BTreeMap<TimerKey, ArmedTimer>, D::Error> {
+    ) -> Result<BTreeMap<TimerKey, Armed>, D::Error> {
         let v = Vec::<ArmedTimer>::deserialize(d)?;
-        Ok(v.into_iter().map(|t| (t.key.clone(), t)).collect())
+        Ok(v.into_iter()
+            .map(|t| {
+                let armed = Armed {
+                    generation: t.generation,
+                    due: t.due,
+                };
+                (t.key, armed)
+            })
+            .collect())
     }
 }
 

@@ -179,12 +179,12 @@ impl NodeLifecycle {
         }
         match self.registration {
             Registration::NotStarted => self.try_register(cx),
-            Registration::RetryPending if cx.timers.get(&TimerKey::NodeRegister).is_none() => {
+            Registration::RetryPending if !cx.timers.is_armed(&TimerKey::NodeRegister) => {
                 self.try_register(cx)
             }
             Registration::Registered
-                if cx.timers.get(&TimerKey::NodeStatusUpdate).is_none()
-                    || cx.timers.get(&TimerKey::LeaseRenew).is_none() =>
+                if !cx.timers.is_armed(&TimerKey::NodeStatusUpdate)
+                    || !cx.timers.is_armed(&TimerKey::LeaseRenew) =>
             {
                 self.start_heartbeats(cx)
             }

@@ -120,7 +120,7 @@ impl World {
 
     /// Fires `key` at its due time; returns that time (ms after T0) and the commands.
     fn fire(&mut self, key: TimerKey) -> (u64, Vec<Command>) {
-        let armed = self.node.timers.get(&key).expect("timer armed").clone();
+        let armed = self.node.timers.get(&key).expect("timer armed");
         let ms = armed.due.since(at(0)).as_millis() as u64;
         let out = self.feed(
             ms,

@@ -256,7 +256,7 @@ impl Node {
 
     /// Arms the periodic pass once an API source is configured.
     pub(in crate::core) fn arm_status_sync(&mut self, now: Time, out: &mut Vec<Command>) {
-        if self.has_api_source() && self.timers.get(&TimerKey::StatusSync).is_none() {
+        if self.has_api_source() && !self.timers.is_armed(&TimerKey::StatusSync) {
             let due = now.plus_ms(self.config.status_sync_period_ms);
             self.timers.set(TimerKey::StatusSync, due, out);
         }
