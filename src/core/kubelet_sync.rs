@@ -43,7 +43,13 @@ pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
 
 /// The image backoff key: `<pod uid>_<image>` (kubelet `EnsureImageExists`).
 pub fn image_pull_backoff_key(uid: &Uid, image: &str) -> String {
-    format!("{}_{image}", uid.as_str())
+    // built in place (no formatting machinery): one per container start
+    let uid = uid.as_str();
+    let mut key = String::with_capacity(uid.len() + 1 + image.len());
+    key.push_str(uid);
+    key.push('_');
+    key.push_str(image);
+    key
 }
 
 /// The start error of a container whose postStart hook failed (`ErrPostStartHook`).

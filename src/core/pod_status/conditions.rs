@@ -88,9 +88,25 @@ fn condition(
     }
 }
 
-/// Go's `%s` of a `[]string`: `[a b]`.
-fn go_list(names: &[&str]) -> String {
-    format!("[{}]", names.join(" "))
+/// Appends `<what>: [a b]` (Go's `%s` of a `[]string`) to a condition message, after `, `
+/// if the message has a part already; nothing when `names` is empty. Built in place: this
+/// runs for every pod with an unready container on every status generation.
+fn push_names(message: &mut String, what: &str, names: &[&str]) {
+    if names.is_empty() {
+        return;
+    }
+    if !message.is_empty() {
+        message.push_str(", ");
+    }
+    message.push_str(what);
+    message.push_str(": [");
+    for (i, n) in names.iter().enumerate() {
+        if i > 0 {
+            message.push(' ');
+        }
+        message.push_str(n);
+    }
+    message.push(']');
 }
 
 /// `PodReadyToStartContainers`: True iff no new sandbox is needed.
@@ -134,27 +150,17 @@ pub fn containers_ready_condition(
         };
         return condition(CONTAINERS_READY, FALSE, Some(reason), None);
     }
-    let mut messages = Vec::new();
-    if !unknown.is_empty() {
-        messages.push(format!(
-            "containers with unknown status: {}",
-            go_list(&unknown)
-        ));
-    }
-    if !unready.is_empty() {
-        messages.push(format!(
-            "containers with unready status: {}",
-            go_list(&unready)
-        ));
-    }
-    if messages.is_empty() {
+    let mut message = String::new();
+    push_names(&mut message, "containers with unknown status", &unknown);
+    push_names(&mut message, "containers with unready status", &unready);
+    if message.is_empty() {
         condition(CONTAINERS_READY, TRUE, None, None)
     } else {
         condition(
             CONTAINERS_READY,
             FALSE,
             Some(CONTAINERS_NOT_READY),
-            Some(messages.join(", ")),
+            Some(message),
         )
     }
 }
@@ -248,27 +254,21 @@ pub fn initialized_condition(
     if has_any_regular_container_started(pod, statuses) {
         return condition(INITIALIZED, TRUE, None, None);
     }
-    let mut messages = Vec::new();
-    if !unknown.is_empty() {
-        messages.push(format!(
-            "containers with unknown status: {}",
-            go_list(&unknown)
-        ));
-    }
-    if !incomplete.is_empty() {
-        messages.push(format!(
-            "containers with incomplete status: {}",
-            go_list(&incomplete)
-        ));
-    }
-    if messages.is_empty() {
+    let mut message = String::new();
+    push_names(&mut message, "containers with unknown status", &unknown);
+    push_names(
+        &mut message,
+        "containers with incomplete status",
+        &incomplete,
+    );
+    if message.is_empty() {
         condition(INITIALIZED, TRUE, None, None)
     } else {
         condition(
             INITIALIZED,
             FALSE,
             Some(CONTAINERS_NOT_INITIALIZED),
-            Some(messages.join(", ")),
+            Some(message),
         )
     }
 }

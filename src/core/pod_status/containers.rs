@@ -71,7 +71,12 @@ pub struct ConvertInputs<'a> {
 
 /// `kubecontainer.ContainerID.String()`: `<runtime>://<id>`.
 pub fn container_id(runtime_name: &str, id: &str) -> String {
-    format!("{runtime_name}://{id}")
+    // built in place (no formatting machinery): one per container per status generation
+    let mut s = String::with_capacity(runtime_name.len() + 3 + id.len());
+    s.push_str(runtime_name);
+    s.push_str("://");
+    s.push_str(id);
+    s
 }
 
 /// The runtime ID inside `<runtime>://<id>` (the whole string if it has no scheme).
