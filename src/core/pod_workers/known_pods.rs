@@ -133,6 +133,7 @@ impl PodWorkers {
                 // never started: forget it without any sync (falls through)
             } else if !status.is_termination_requested() {
                 // started and running: begin terminating with the last spec's grace period
+                self.phase_log.note(uid, Some(status));
                 status.terminating_at = Some(cx.now);
                 status.grace_period_s =
                     match status.active_update.as_ref().and_then(|u| u.pod.as_ref()) {
@@ -150,6 +151,7 @@ impl PodWorkers {
         let Some(status) = self.statuses.remove(uid) else {
             return true;
         };
+        self.phase_log.note(uid, Some(&status));
         self.release_static_slot(&status.fullname, uid);
         true
     }

@@ -269,6 +269,7 @@ impl PodWorkers {
             return;
         };
         if status.terminating_at.is_none() {
+            self.phase_log.note(uid, Some(status));
             status.terminating_at = Some(cx.now);
         }
         status.started_terminating = true;
@@ -281,6 +282,7 @@ impl PodWorkers {
         let Some(status) = self.statuses.get_mut(uid) else {
             return;
         };
+        self.phase_log.note(uid, Some(status));
         status.terminated_at = Some(cx.now);
         let waiters = std::mem::take(&mut status.notify_post_terminating);
         status.status_post_terminating.clear();
@@ -294,6 +296,7 @@ impl PodWorkers {
         let Some(mut status) = self.statuses.remove(uid) else {
             return;
         };
+        self.phase_log.note(uid, Some(&status));
         status.worker = false;
         let waiters = std::mem::take(&mut status.notify_post_terminating);
         notify_kill_waiters(cx, uid, waiters, false);
@@ -305,6 +308,7 @@ impl PodWorkers {
         let Some(status) = self.statuses.get_mut(uid) else {
             return;
         };
+        self.phase_log.note(uid, Some(status));
         status.worker = false;
         status.signaled = false;
         status.finished = true;
@@ -318,6 +322,7 @@ impl PodWorkers {
         let Some(status) = self.statuses.get_mut(uid) else {
             return;
         };
+        self.phase_log.note(uid, Some(status));
         status.worker = false;
         status.signaled = false;
         status.finished = true;

@@ -18,6 +18,7 @@
 mod grace;
 mod known_pods;
 mod lifecycle;
+pub mod phase_log;
 mod queries;
 mod static_pods;
 pub mod status;
@@ -32,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 pub use grace::effective_grace_period;
 pub use known_pods::PodWorkerSync;
+pub use phase_log::{worker_phase, PhaseChange, PhaseLog, WorkerPhase};
 pub use status::{PodSyncStatus, PodWork, PodWorkerState, WorkerActivity};
 
 use super::command::{Command, EventType, KubeEvent, ObjectRef};
@@ -84,6 +86,9 @@ pub struct PodWorkers {
     waiting_to_start_static_pods_by_fullname: BTreeMap<String, Vec<Uid>>,
     /// The id of the last sync command emitted.
     last_sync_id: u64,
+    /// The phase changes of the record being folded (not state; see `phase_log`).
+    #[serde(skip)]
+    phase_log: PhaseLog,
 }
 
 impl PodWorkers {
@@ -104,6 +109,16 @@ impl PodWorkers {
     /// The status of the pod whose UID is `uid`, without allocating a `Uid`.
     pub fn status_by_str(&self, uid: &str) -> Option<&PodSyncStatus> {
         self.statuses.get(uid)
+    }
+
+    /// The workers' phase changes made by the fold of the last record.
+    pub fn phase_log(&self) -> &PhaseLog {
+        &self.phase_log
+    }
+
+    /// Empties the phase log (`Node::fold_into`, before each record).
+    pub(crate) fn clear_phase_log(&mut self) {
+        self.phase_log.clear();
     }
 
     /// All statuses in UID order.
@@ -198,6 +213,7 @@ impl PodWorkers {
                     }
                 }
             }
+            self.phase_log.note(&uid, None);
             self.statuses.insert(uid.clone(), status);
         }
         let status = self.statuses.get_mut(&uid).expect("inserted above");
@@ -266,6 +282,7 @@ impl PodWorkers {
                 became_terminating = true;
             }
             if became_terminating {
+                self.phase_log.note(&uid, Some(status));
                 status.terminating_at = Some(now);
             }
         }

@@ -1,0 +1,125 @@
+//! The pod workers' lifecycle phases, and the log of the phase changes made while one
+//! record is folded.
+//!
+//! Owns [`WorkerPhase`] (a worker's place in its life: none, sync, terminating, terminated,
+//! finished) and [`PhaseLog`]: before the pod workers change a worker's phase (create it,
+//! ask it to terminate, mark it terminated or finished, forget it), they note the worker's
+//! UID, its phase and when it entered that phase. `Node::fold_into` empties the log before
+//! each record, so after a fold it holds exactly that fold's changes. An observer reads it
+//! instead of looking every worker up before and after every fold (most folds change no
+//! phase, and then the log is empty).
+//!
+//! Must not influence the fold: nothing in the core reads the log. It is not state: it is
+//! not serialised and compares equal to any other log, so a replay or a restored snapshot
+//! reach exactly the same state and commands.
+
+use crate::core::uid::Uid;
+use crate::ledger::Time;
+
+use super::status::{PodSyncStatus, PodWorkerState};
+
+/// A pod worker's lifecycle phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WorkerPhase {
+    /// No worker for the UID.
+    None,
+    /// The worker syncs the pod (`SyncPod`).
+    Sync,
+    /// Termination was requested; containers are being stopped.
+    Terminating,
+    /// Every container is stopped; the terminated work (`SyncTerminatedPod`) remains.
+    Terminated,
+    /// `SyncTerminatedPod` completed: the worker is done until its UID is purged.
+    Finished,
+}
+
+impl WorkerPhase {
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerPhase::None => "none",
+            WorkerPhase::Sync => "sync",
+            WorkerPhase::Terminating => "terminating",
+            WorkerPhase::Terminated => "terminated",
+            WorkerPhase::Finished => "finished",
+        }
+    }
+}
+
+/// The phase of a worker's status (`None`: no worker) and when it entered it.
+pub fn worker_phase(status: Option<&PodSyncStatus>) -> (WorkerPhase, Option<Time>) {
+    match status {
+        None => (WorkerPhase::None, None),
+        Some(s) if s.finished => (WorkerPhase::Finished, s.terminated_at),
+        Some(s) => match s.state() {
+            PodWorkerState::Sync => (WorkerPhase::Sync, Some(s.synced_at)),
+            PodWorkerState::Terminating => (WorkerPhase::Terminating, s.terminating_at),
+            PodWorkerState::Terminated => (WorkerPhase::Terminated, s.terminated_at),
+        },
+    }
+}
+
+/// A worker's phase just before the pod workers changed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhaseChange {
+    /// The pod (the workers' shared `Uid`).
+    pub uid: Uid,
+    /// The phase it was in.
+    pub from: WorkerPhase,
+    /// When it entered `from`, if known.
+    pub entered: Option<Time>,
+}
+
+/// Most changes one log keeps: a fold changes at most a few phases per worker, so this is
+/// reached only by a node-wide pass over more workers than any node runs; further changes
+/// are not noted (observers then miss them; the fold is unaffected).
+pub const MAX_PHASE_CHANGES: usize = 65_536;
+
+/// The phase changes of the record being folded (see the module doc).
+#[derive(Clone, Debug, Default)]
+pub struct PhaseLog(Vec<PhaseChange>);
+
+/// Not state: any two logs are equal (see the module doc).
+impl PartialEq for PhaseLog {
+    fn eq(&self, _: &PhaseLog) -> bool {
+        true
+    }
+}
+
+impl PhaseLog {
+    /// Notes that `uid`'s worker, now `status`, is about to change phase.
+    pub(super) fn note(&mut self, uid: &Uid, status: Option<&PodSyncStatus>) {
+        if self.0.len() < MAX_PHASE_CHANGES {
+            let (from, entered) = worker_phase(status);
+            self.0.push(PhaseChange {
+                uid: uid.clone(),
+                from,
+                entered,
+            });
+        }
+    }
+
+    /// Forgets every change (a new record is about to be folded).
+    #[inline]
+    pub fn clear(&mut self) {
+        if !self.0.is_empty() {
+            self.0.clear();
+        }
+    }
+
+    /// True if no phase changed.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The changes, oldest first.
+    pub fn changes(&self) -> &[PhaseChange] {
+        &self.0
+    }
+
+    /// The first change of `uid`'s worker: its phase before this fold.
+    pub fn first_for(&self, uid: &str) -> Option<&PhaseChange> {
+        self.0.iter().find(|c| c.uid.as_str() == uid)
+    }
+}
