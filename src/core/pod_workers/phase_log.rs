@@ -123,3 +123,67 @@ impl PhaseLog {
         self.0.iter().find(|c| c.uid.as_str() == uid)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{fold, Node};
+    use std::collections::BTreeMap;
+
+    fn phases(node: &Node) -> BTreeMap<String, WorkerPhase> {
+        node.pod_workers
+            .statuses()
+            .map(|(u, s)| (u.as_str().to_string(), worker_phase(Some(s)).0))
+            .collect()
+    }
+
+    /// Every worker whose phase a fold changed is in that fold's log, first with the phase it
+    /// had before the fold. (The busy node's seven minutes never purge a finished worker, so
+    /// `finished → none` is not among the transitions it checks.)
+    #[test]
+    fn the_log_names_every_worker_a_fold_moved_with_its_phase_before() {
+        let sim = crate::sim::scenarios::busy_node(40, 7 * 60 * 1000);
+        let mut node = Node::default();
+        let mut moved = 0;
+        let mut seen: std::collections::BTreeSet<(WorkerPhase, WorkerPhase)> = Default::default();
+        for r in sim.engine().ledger().since(0) {
+            let before = phases(&node);
+            let _ = fold(&mut node, r);
+            let after = phases(&node);
+            let log = node.pod_workers.phase_log();
+            let uids: std::collections::BTreeSet<&String> =
+                before.keys().chain(after.keys()).collect();
+            for uid in uids {
+                let from = before.get(uid).copied().unwrap_or(WorkerPhase::None);
+                let to = after.get(uid).copied().unwrap_or(WorkerPhase::None);
+                let first = log.first_for(uid);
+                if from != to {
+                    moved += 1;
+                    seen.insert((from, to));
+                    let first = first.unwrap_or_else(|| {
+                        panic!("record {} moved {uid} {from:?} -> {to:?} unlogged", r.seq)
+                    });
+                    assert_eq!(first.from, from, "record {}: {uid}", r.seq);
+                }
+            }
+        }
+        assert!(moved >= 40, "{moved}"); // at least every pod's worker started
+        for t in [
+            (WorkerPhase::None, WorkerPhase::Sync),
+            (WorkerPhase::Sync, WorkerPhase::Terminating),
+            (WorkerPhase::Terminating, WorkerPhase::Terminated),
+            (WorkerPhase::Terminated, WorkerPhase::Finished),
+        ] {
+            assert!(seen.contains(&t), "{t:?} never happened: {seen:?}");
+        }
+    }
+
+    #[test]
+    fn a_log_is_not_state() {
+        let mut a = PhaseLog::default();
+        a.note(&Uid::new("x"), None);
+        assert!(a == PhaseLog::default());
+        a.clear();
+        assert!(a.is_empty());
+    }
+}
