@@ -61,14 +61,16 @@ pub use crate::core::pod_workers::WorkerPhase as Phase;
 /// The UID of the pod whose transitions an `UpdatePod` or `SyncFinished` is watched for.
 fn watched_uid(event: &Event) -> Option<&str> {
     match event {
-        Event::UpdatePod(u) => match (&u.pod, &u.running_pod) {
-            (Some(p), _) => Some(pod::uid_str(p)),
-            (None, Some(r)) => Some(r.uid.as_str()),
-            (None, None) => None,
-        },
-        Event::SyncFinished(f) => Some(f.uid.as_str()),
+        Event::UpdatePod(_) | Event::SyncFinished(_) => event.pod_uid_str(),
         _ => None,
     }
+}
+
+/// The watched worker's phase, looked up (debug builds check the phase log with it).
+#[cfg(debug_assertions)]
+fn watched_phase(node: &Node, event: &Event) -> Option<Phase> {
+    watched_uid(event)
+        .map(|u| crate::core::pod_workers::worker_phase(node.pod_workers.status_by_str(u)).0)
 }
 
 /// Debug builds: the watched worker's phase looked up before and after the fold agrees with
@@ -373,8 +375,9 @@ impl FoldObserver {
             _ => {}
         }
         #[cfg(debug_assertions)]
-        let before = watched_uid(&record.event)
-            .map(|u| crate::core::pod_workers::worker_phase(node.pod_workers.status_by_str(u)).0);
+        let before = watched_phase(node, &record.event);
+        #[cfg(not(debug_assertions))]
+        let before: Option<Phase> = None;
         let started = self.watch.ticks();
         let commands = crate::core::fold(node, record);
         let ended = self.watch.ticks();
@@ -387,19 +390,10 @@ impl FoldObserver {
         self.folds.observe(kind, ended.wrapping_sub(started));
         let transition = if node.pod_workers.phase_log().is_empty() {
             #[cfg(debug_assertions)]
-            check_transition(record, before.map(|b| (b, b)), None);
+            check_transition(record, before.zip(watched_phase(node, &record.event)), None);
             None
         } else {
-            self.logged_transition(node, record, {
-                #[cfg(debug_assertions)]
-                {
-                    before
-                }
-                #[cfg(not(debug_assertions))]
-                {
-                    None::<Phase>
-                }
-            })
+            self.logged_transition(node, record, before)
         };
         if !self.starting.is_empty() {
             self.pod_start_progress(node, record, &commands);
@@ -454,13 +448,11 @@ impl FoldObserver {
             (c.from, to)
         });
         #[cfg(debug_assertions)]
-        {
-            let after = uid.map(|u| {
-                crate::core::pod_workers::worker_phase(node.pod_workers.status_by_str(u)).0
-            });
-            let looked_up = before.zip(after);
-            check_transition(record, looked_up, logged.filter(|(f, t)| f != t));
-        }
+        check_transition(
+            record,
+            before.zip(watched_phase(node, &record.event)),
+            logged.filter(|(f, t)| f != t),
+        );
         #[cfg(not(debug_assertions))]
         let _ = before;
         let (from, to) = logged?;
