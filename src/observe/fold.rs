@@ -265,7 +265,7 @@ pub struct FoldObserver {
     base_pending: bool,
     last_end_ticks: u64,
     tracer: Option<FoldTracer>,
-    /// Watched folds that changed some worker's phase (tests check the fast path is taken).
+    /// Folds that changed some worker's phase (tests check that most folds skip the lookup).
     #[cfg(test)]
     logged_folds: u64,
 }

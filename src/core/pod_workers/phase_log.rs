@@ -113,11 +113,6 @@ impl PhaseLog {
         self.0.is_empty()
     }
 
-    /// The changes, oldest first.
-    pub fn changes(&self) -> &[PhaseChange] {
-        &self.0
-    }
-
     /// The first change of `uid`'s worker: its phase before this fold.
     pub fn first_for(&self, uid: &str) -> Option<&PhaseChange> {
         self.0.iter().find(|c| c.uid.as_str() == uid)
