@@ -113,7 +113,6 @@ fn fold_on(records: &[(Arc<Record>, Origin)], tracing: Option<&Tracing>) -> Node
     // the records whose derived records are still to come, with their trace (the engine's
     // queue of pending derived records holds the same)
     let mut chain: Vec<(u64, Option<TraceParent>)> = Vec::new();
-    let mut in_input = false;
     for (r, origin) in records {
         let parent = match *origin {
             Origin::Derived => {
@@ -123,12 +122,8 @@ fn fold_on(records: &[(Arc<Record>, Origin)], tracing: Option<&Tracing>) -> Node
                 Parent::Record(chain.last().and_then(|(_, t)| *t))
             }
             Origin::Input(trace) => {
-                if in_input {
-                    observer.end_input();
-                }
                 chain.clear();
                 observer.begin_input(r.at);
-                in_input = true;
                 Parent::Input(trace)
             }
         };
@@ -148,10 +143,7 @@ fn fold_on(records: &[(Arc<Record>, Origin)], tracing: Option<&Tracing>) -> Node
             chain.push((r.seq, trace));
         }
     }
-    if in_input {
-        observer.end_input();
-    }
-    observer.flush_spans();
+    observer.idle();
     node
 }
 

@@ -598,8 +598,9 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
                 let emitted = daemon.submit(input);
                 daemon.dispatch(emitted);
                 if inbox.is_empty() {
-                    // idle: buffered fold spans go to the export queue now
-                    engine.lock().expect("engine").flush_spans();
+                    // idle: the last record's turn ends, buffered fold spans go to the
+                    // export queue
+                    engine.lock().expect("engine").idle();
                 }
             }
             sig = &mut signal, if stopping.is_none() => {

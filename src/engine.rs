@@ -60,9 +60,11 @@ impl Engine {
         &self.observer
     }
 
-    /// Hands buffered fold spans to the export queue (call when idle).
-    pub fn flush_spans(&mut self) {
-        self.observer.flush_spans();
+    /// Tells the engine it has nothing more to do for now (its inbox is empty): the last
+    /// record's turn ends (see `observe::fold`) and buffered fold spans go to the export
+    /// queue.
+    pub fn idle(&mut self) {
+        self.observer.idle();
     }
 
     /// An engine that continues a loaded durable ledger: the snapshot's state with the
@@ -172,7 +174,6 @@ impl Engine {
                 queue.push_front(item);
             }
         }
-        self.observer.end_input();
         emitted
     }
 }

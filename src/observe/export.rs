@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -239,6 +239,9 @@ enum Control {
     Shutdown(SyncSender<()>, Instant),
 }
 
+/// How often the export thread drains the queue while spans keep coming, in microseconds.
+const POLL_INTERVAL_US: u64 = 1000;
+
 /// Emptied fold batches kept for reuse (their buffers go back to the engine).
 const SPARE_BATCHES: usize = 32;
 
@@ -256,6 +259,8 @@ pub struct SpanQueue {
     items: Mutex<Items>,
     capacity: usize,
     dropped: AtomicU64,
+    /// Set while the export thread drains on its own timer: pushes need not wake it.
+    polling: AtomicBool,
     control: SyncSender<Control>,
 }
 
@@ -298,7 +303,7 @@ impl SpanQueue {
 
     fn wake_if_half_full(&self, before: usize, after: usize) {
         let half = self.capacity / 2;
-        if before < half && after >= half {
+        if before < half && after >= half && !self.polling.load(Ordering::Relaxed) {
             // never blocks: a full control channel means a wake-up is pending already
             let _ = self.control.try_send(Control::Wake);
         }
@@ -318,9 +323,11 @@ impl SpanQueue {
         self.wake_if_half_full(before, before + 1);
     }
 
-    /// Queues the fold spans of `batch` that fit (the rest are dropped and counted), without
-    /// copying them: the batch itself is queued and `batch` is replaced by an empty one of the
-    /// same capacity (a spare the export thread emptied, when there is one).
+    /// Queues the fold spans of `batch` that fit (the rest are dropped and counted) and
+    /// empties `batch`. The spans are copied into a batch the export thread emptied (a spare)
+    /// rather than `batch` itself being handed over: the engine keeps writing into the same
+    /// buffer, which stays in its core's cache, instead of into lines the export thread last
+    /// read (each such write waits for the line to come back).
     pub fn push_folds(&self, batch: &mut FoldBatch) {
         if batch.is_empty() {
             return;
@@ -336,11 +343,13 @@ impl SpanQueue {
         }
         let dropped = batch.len().saturating_sub(room);
         batch.truncate(room);
-        let spare = q
+        let mut full = q
             .spare
             .pop()
             .unwrap_or_else(|| FoldBatch::with_capacity(batch.spans.capacity()));
-        let full = std::mem::replace(batch, spare);
+        full.spans.extend_from_slice(&batch.spans);
+        full.transitions.append(&mut batch.transitions);
+        batch.clear();
         q.spans += full.len();
         let after = q.spans;
         q.queued.push_back(Item::Folds(full));
@@ -462,6 +471,7 @@ impl Exporting {
             items: Mutex::new(Items::default()),
             capacity,
             dropped: AtomicU64::new(0),
+            polling: AtomicBool::new(false),
             control: control_tx,
         });
         metrics::gauge!(QUEUE_CAPACITY_SPANS).set(capacity as f64);
@@ -605,8 +615,10 @@ fn export_loop<E: SpanExporter>(
     let mut last_error_log: Option<Instant> = None;
     let mut exported = 0u64;
     let mut errors = 0u64;
+    let poll = Duration::from_micros(POLL_INTERVAL_US);
+    let mut polling = false;
     loop {
-        let msg = control.recv_timeout(period);
+        let msg = control.recv_timeout(if polling { poll } else { period });
         let (reply, deadline) = match msg {
             Ok(Control::Wake) | Err(RecvTimeoutError::Timeout) => (None, None),
             Ok(Control::Flush(r)) => (Some(r), None),
@@ -615,6 +627,19 @@ fn export_loop<E: SpanExporter>(
         };
         // drain: at most what was queued when we started (new spans wait for the next round)
         let mut budget = queue.len();
+        if deadline.is_none() {
+            // spans flowing in: drain on the thread's own timer, so the engine's pushes need no
+            // wake-up; once a poll finds less than a batch, wait to be woken again
+            let busy = budget >= batch_size.min(queue.capacity / 4).max(1);
+            if busy != polling {
+                polling = busy;
+                queue.polling.store(busy, Ordering::Relaxed);
+                if !busy {
+                    // a push that crossed half while the flag was set sent no wake-up
+                    budget = queue.len();
+                }
+            }
+        }
         while budget > 0 {
             let items = queue.take(batch_size.min(budget));
             let n: usize = items.iter().map(Item::len).sum();
@@ -761,6 +786,106 @@ mod tests {
             got[1].end_time.duration_since(got[1].start_time).unwrap(),
             Duration::from_micros(1)
         );
+        ex.shutdown(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_steady_flow_is_drained_on_the_export_threads_timer_and_nothing_is_lost() {
+        let sink = Sink::default();
+        let s = sink.clone();
+        let ex = Exporting::start(
+            &ExportOptions {
+                max_queue_size: 4096,
+                max_export_batch_size: 64,
+                export_period_ms: 60_000,
+                ..ExportOptions::default()
+            },
+            Resource::builder_empty().build(),
+            move || Ok(s),
+        )
+        .unwrap();
+        let q = ex.queue().clone();
+        // 64 spans every 200 µs: the queue crosses half (one wake-up), then the thread keeps
+        // draining on its own timer while pushes send nothing
+        let mut seen_polling = false;
+        let mut pushed = 0u64;
+        let mut batch = FoldBatch::with_capacity(64);
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            for _ in 0..64 {
+                batch.push(fold_span(pushed));
+                pushed += 1;
+            }
+            q.push_folds(&mut batch);
+            seen_polling |= q.polling.load(Ordering::Relaxed);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert!(
+            seen_polling,
+            "the export thread never drained on its own timer"
+        );
+        // the flow stopped: the thread goes back to waiting for a wake-up (a poll finds less
+        // than a batch) without having lost a span, though nothing woke it
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while (q.polling.load(Ordering::Relaxed)
+            || sink.0.lock().unwrap().len() as u64 + q.dropped() < pushed)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!q.polling.load(Ordering::Relaxed));
+        // every span is exported or counted as dropped (a thread delayed for the 16 ms the
+        // queue holds on a loaded machine drops, and counts)
+        let exported = sink.0.lock().unwrap().len() as u64;
+        assert_eq!(exported + q.dropped(), pushed);
+        assert!(exported > pushed / 2, "{exported} of {pushed} exported");
+        let pushed = exported + q.dropped();
+        // and a later burst past half the queue wakes it again
+        for i in 0..2100 {
+            batch.push(fold_span(pushed + i));
+            if batch.len() == 64 {
+                q.push_folds(&mut batch);
+            }
+        }
+        q.push_folds(&mut batch);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while (sink.0.lock().unwrap().len() as u64) + q.dropped() < pushed + 2100
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            sink.0.lock().unwrap().len() as u64 + q.dropped(),
+            pushed + 2100
+        );
+        ex.shutdown(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn pushing_copies_the_spans_and_leaves_the_engines_buffer_in_place() {
+        let ex = Exporting::start(
+            &ExportOptions {
+                export_period_ms: 60_000,
+                ..ExportOptions::default()
+            },
+            Resource::builder_empty().build(),
+            || Ok(Sink::default()),
+        )
+        .unwrap();
+        let mut batch = FoldBatch::with_capacity(128);
+        let before = batch.spans.as_ptr();
+        batch.push(fold_span(1));
+        batch.push_with_transition(fold_span(2), transition("pod-1"));
+        ex.queue().push_folds(&mut batch);
+        assert!(batch.is_empty() && batch.transitions.is_empty());
+        assert_eq!(batch.spans.as_ptr(), before, "the engine keeps its buffer");
+        assert_eq!(ex.queue().len(), 2);
+        let items = ex.queue().take(10);
+        let Some(Item::Folds(b)) = items.first() else {
+            panic!("no fold batch queued")
+        };
+        assert_eq!(b.spans.iter().map(|s| s.seq).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(b.transitions, [(1, transition("pod-1"))]);
         ex.shutdown(Duration::from_secs(1));
     }
 

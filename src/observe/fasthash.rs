@@ -1,49 +1,54 @@
-//! Fast lookups keyed by pod UID for the fold observer, which does them per record: a
-//! non-cryptographic hasher (rustc's FxHash).
+//! Fast lookups keyed by pod UID for the fold observer, which does them per record: a hasher
+//! that reads a UID's first and last eight bytes and its length, not all 36 bytes.
 //!
-//! Owns only the hash function. UIDs are not attacker-chosen keys of an
-//! unbounded map (the maps are bounded by `MAX_TRACKED_PODS`), so SipHash's flooding
-//! resistance buys nothing there and costs more than the lookup. Must not be used for maps
-//! whose iteration order reaches output.
+//! Owns only the hash function. UIDs are not attacker-chosen keys of an unbounded map (the
+//! API server assigns them, and the maps are bounded by `MAX_TRACKED_PODS`), so SipHash's
+//! flooding resistance buys nothing there and costs more than the lookup. A UUID (or a
+//! static pod's 32-hex-digit hash) has 64 random bits in those 16 bytes; UIDs that differ
+//! only in their middle bytes share a bucket and are told apart by comparing their text, so
+//! they are slower to find, never confused. Must not be used for maps whose iteration order
+//! reaches output.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// A `HashMap` with [`FxHasher`].
-pub type FxHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// A `HashMap` keyed by UID (or its text) with [`UidHasher`].
+pub type UidHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<UidHasher>>;
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
-/// rustc's FxHasher: a rotate, xor and multiply per word.
+/// Hashes text by its first and last eight bytes and its length (a `Uid` hashes as its
+/// text, so a map keyed by `Uid` is looked up by `&str`).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct FxHasher {
+pub struct UidHasher {
     hash: u64,
 }
 
-impl FxHasher {
+impl UidHasher {
+    /// rustc's FxHash step: a rotate, xor and multiply.
     #[inline]
     fn add(&mut self, word: u64) {
         self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
     }
 }
 
-impl Hasher for FxHasher {
+#[inline]
+fn load8(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b.try_into().expect("8 bytes"))
+}
+
+impl Hasher for UidHasher {
     #[inline]
-    fn write(&mut self, mut bytes: &[u8]) {
-        while bytes.len() >= 8 {
-            let (w, rest) = bytes.split_at(8);
-            self.add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
-            bytes = rest;
+    fn write(&mut self, bytes: &[u8]) {
+        let n = bytes.len();
+        if n >= 8 {
+            self.add(load8(&bytes[..8]));
+            self.add(load8(&bytes[n - 8..]));
+        } else {
+            let mut w = [0u8; 8];
+            w[..n].copy_from_slice(bytes);
+            self.add(u64::from_le_bytes(w));
         }
-        if bytes.len() >= 4 {
-            let (w, rest) = bytes.split_at(4);
-            self.add(u64::from(u32::from_le_bytes(
-                w.try_into().expect("4 bytes"),
-            )));
-            bytes = rest;
-        }
-        for b in bytes {
-            self.add(u64::from(*b));
-        }
+        self.add(n as u64);
     }
 
     #[inline]
@@ -61,9 +66,17 @@ impl Hasher for FxHasher {
         self.add(i as u64);
     }
 
+    /// The state through MurmurHash3's finalizer: the map takes its bucket from the low bits
+    /// and its tag from the high ones, and a multiply alone leaves the low bits depending on
+    /// the low bytes (the first characters) only.
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        let mut h = self.hash;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 }
 
@@ -74,7 +87,7 @@ mod tests {
 
     #[test]
     fn a_uid_is_found_by_its_text() {
-        let mut m: FxHashMap<Uid, u32> = FxHashMap::default();
+        let mut m: UidHashMap<Uid, u32> = UidHashMap::default();
         for i in 0..1000u32 {
             m.insert(Uid::new(format!("uid-{i}")), i);
         }
@@ -82,5 +95,40 @@ mod tests {
             assert_eq!(m.get(format!("uid-{i}").as_str()), Some(&i));
         }
         assert_eq!(m.get("uid-1000"), None);
+    }
+
+    #[test]
+    fn uids_that_differ_only_in_the_middle_are_told_apart() {
+        // same first and last eight bytes and length: one hash, distinct keys
+        let uids: Vec<String> = (0..300)
+            .map(|i| format!("aaaaaaaa-{i:04}-4000-8000-bbbbbbbbbbbb"))
+            .collect();
+        let mut m: UidHashMap<Uid, usize> = UidHashMap::default();
+        for (i, u) in uids.iter().enumerate() {
+            m.insert(Uid::new(u), i);
+        }
+        assert_eq!(m.len(), uids.len());
+        for (i, u) in uids.iter().enumerate() {
+            assert_eq!(m.get(u.as_str()), Some(&i));
+        }
+        assert_eq!(m.get("aaaaaaaa-9999-4000-8000-bbbbbbbbbbbb"), None);
+    }
+
+    #[test]
+    fn uuids_spread_over_the_buckets() {
+        use std::hash::BuildHasher;
+        let b = BuildHasherDefault::<UidHasher>::default();
+        let buckets = 1024usize;
+        let mut counts = vec![0u32; buckets];
+        for i in 0..(8 * buckets as u64) {
+            let u = crate::sim::scenarios::uuid_v4(i);
+            counts[(b.hash_one(u.as_str()) as usize) & (buckets - 1)] += 1;
+        }
+        // 8 per bucket on average; a hash that kept only the first characters would pile
+        // them into a few dozen buckets
+        let max = counts.iter().copied().max().unwrap_or(0);
+        let empty = counts.iter().filter(|c| **c == 0).count();
+        assert!(max <= 24, "fullest bucket holds {max}");
+        assert!(empty <= buckets / 100, "{empty} empty buckets");
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::core::Uid;
 
-use super::fasthash::FxHashMap;
+use super::fasthash::UidHashMap;
 
 /// Filter counters (a power of two; 16 KiB, so the filter stays in the L1/L2 cache).
 const FILTER_LEN: usize = 4096;
@@ -27,14 +27,14 @@ fn slot(uid: &str) -> usize {
 
 /// A map by pod UID with a counting filter in front of it.
 pub struct FilteredUidMap<V> {
-    map: FxHashMap<Uid, V>,
+    map: UidHashMap<Uid, V>,
     filter: Box<[u32]>,
 }
 
 impl<V> Default for FilteredUidMap<V> {
     fn default() -> Self {
         FilteredUidMap {
-            map: FxHashMap::default(),
+            map: UidHashMap::default(),
             filter: vec![0; FILTER_LEN].into_boxed_slice(),
         }
     }
