@@ -125,6 +125,7 @@ impl Node {
     /// Folds `record`, appending the commands it asks for to `out`.
     pub fn fold_into(&mut self, record: &Record, out: &mut Vec<Command>) {
         self.pod_workers.clear_phase_log();
+        self.statuses.clear_recorded();
         let from = out.len();
         self.fold_event(record, out);
         // the kubelet's sync methods: statuses and runtime plans for the syncs just issued

@@ -36,7 +36,7 @@ use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler};
 use super::export::{FoldBatch, FoldSpan, SpanQueue, Transition};
 use super::exposition::{Histogram, Text};
-use super::fasthash::UidHashMap;
+use super::fasthash::{UidKey, UidKeyMap};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
 use super::starting::FilteredUidMap;
 
@@ -127,8 +127,10 @@ pub struct FoldTracer {
     /// [`SPAN_BUFFER_AGE_MS`] in stopwatch ticks.
     max_age_ticks: u64,
     /// The first span of each pod's trace: later inputs about the pod join that trace.
-    pods: UidHashMap<Uid, TraceParent>,
-    pod_order: std::collections::VecDeque<Uid>,
+    /// Keyed by [`UidKey`]: a lookup per record without reading the UID's text out of
+    /// line (two pods with one key would share a trace; see `UidKey`).
+    pods: UidKeyMap<TraceParent>,
+    pod_order: std::collections::VecDeque<UidKey>,
 }
 
 impl FoldTracer {
@@ -143,7 +145,7 @@ impl FoldTracer {
             buffered_since: None,
             max_age_ticks: *MAX_AGE_TICKS
                 .get_or_init(|| Stopwatch::new().ticks_within(SPAN_BUFFER_AGE_MS * 1_000_000)),
-            pods: UidHashMap::default(),
+            pods: UidKeyMap::default(),
             pod_order: std::collections::VecDeque::new(),
         }
     }
@@ -167,9 +169,8 @@ impl FoldTracer {
     /// A record without a parent span joins its pod's trace, else starts a trace.
     #[inline(never)]
     fn open_root(&mut self, event: &Event) -> Opened {
-        // by text: no `Uid` is made (for a pod object, allocated) unless a trace starts
-        let uid = event.pod_uid_str();
-        if let Some(root) = uid.and_then(|u| self.pods.get(u)).copied() {
+        let key = event.pod_uid_str().map(UidKey::of);
+        if let Some(root) = key.and_then(|k| self.pods.get(&k)).copied() {
             return self.child(root);
         }
         let trace_id = self.ids.trace_id();
@@ -178,8 +179,8 @@ impl FoldTracer {
             self.ids.span_id(),
             self.sampler.sample_root(trace_id),
         );
-        if let Some(u) = event.pod_uid() {
-            self.remember(u, ctx);
+        if let Some(k) = key {
+            self.remember(k, ctx);
         }
         Opened {
             ctx,
@@ -187,7 +188,7 @@ impl FoldTracer {
         }
     }
 
-    fn remember(&mut self, uid: Uid, ctx: TraceParent) {
+    fn remember(&mut self, uid: UidKey, ctx: TraceParent) {
         if self.pods.len() >= MAX_TRACKED_PODS {
             while let Some(old) = self.pod_order.pop_front() {
                 if self.pods.remove(&old).is_some() {
@@ -195,14 +196,14 @@ impl FoldTracer {
                 }
             }
         }
-        self.pod_order.push_back(uid.clone());
+        self.pod_order.push_back(uid);
         self.pods.insert(uid, ctx);
     }
 
     #[cold]
     #[inline(never)]
     fn forget(&mut self, uid: &Uid) {
-        self.pods.remove(uid);
+        self.pods.remove(&UidKey::of(uid.as_str()));
         if self.pod_order.len() > 2 * MAX_TRACKED_PODS {
             let pods = &self.pods;
             self.pod_order.retain(|u| pods.contains_key(u));
@@ -354,7 +355,11 @@ impl FoldObserver {
 
     /// The first span of a pod's trace, if the pod is known.
     pub fn pod_trace(&self, uid: &Uid) -> Option<TraceParent> {
-        self.tracer.as_ref()?.pods.get(uid).copied()
+        self.tracer
+            .as_ref()?
+            .pods
+            .get(&UidKey::of(uid.as_str()))
+            .copied()
     }
 
     /// The span a command's own span hangs under: the span of the record whose fold emitted
@@ -615,7 +620,7 @@ impl FoldObserver {
                 }
             }
         }
-        let uid = match &record.event {
+        match &record.event {
             Event::RuntimeActionFinished(a) => {
                 if let (RuntimeAction::PullImage { .. }, Some(st)) =
                     (&a.action, self.starting.get_mut(a.uid.as_str()))
@@ -627,23 +632,25 @@ impl FoldObserver {
                     st.pull_finished =
                         Some(st.pull_finished.map_or(record.at, |t| t.max(record.at)));
                 }
-                &a.uid
             }
-            Event::RuntimeStatusObserved(o) => &o.uid,
-            Event::PlegEvent(p) => &p.uid,
-            Event::SyncFinished(f) => {
-                if f.work != crate::core::command::WorkType::Sync {
-                    self.starting.remove(f.uid.as_str());
-                    return;
-                }
-                &f.uid
+            Event::SyncFinished(f) if f.work != crate::core::command::WorkType::Sync => {
+                self.starting.remove(f.uid.as_str());
+                return;
             }
             Event::PodRemoved(c) | Event::PodDeleted(c) => {
                 self.starting.remove(pod::uid_str(&c.pod));
                 return;
             }
-            _ => return,
-        };
+            _ => {}
+        }
+        // a pod starts when its status says so: only statuses this fold changed are read
+        for uid in node.statuses.recorded().uids() {
+            self.status_progress(node, record, uid);
+        }
+    }
+
+    /// Pod start metrics for a starting pod whose status `record`'s fold changed.
+    fn status_progress(&mut self, node: &Node, record: &Record, uid: &Uid) {
         let Some(st) = self.starting.get_mut(uid.as_str()) else {
             return;
         };
@@ -897,6 +904,88 @@ mod tests {
             assert!(d >= Duration::from_millis(2), "{}: {d:?}", s.name);
         }
         exporting.shutdown(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn pods_start_at_the_first_record_after_which_their_status_says_so() {
+        // the plain definition: after every record, every pod first seen in a PodAdded and
+        // not yet started is looked up; it is Running (pod start) and has every container
+        // running (total) at the first record whose fold made its status say so
+        let sim = crate::sim::scenarios::busy_node(40, 4 * 60 * 1000);
+        let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
+        let mut node = Node::default();
+        // first seen, created, seen running
+        let mut first_seen: BTreeMap<Uid, (Time, Option<Time>, bool)> = BTreeMap::new();
+        let (mut running, mut total) = (Vec::new(), Vec::new());
+        for r in &records {
+            if let Event::PodAdded(c) = &r.event {
+                let uid = pod::uid(&c.pod);
+                if node.pod_workers.status(&uid).is_none() && !first_seen.contains_key(&uid) {
+                    let created = c
+                        .pod
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map(crate::core::pod_status::time_from_api);
+                    first_seen.insert(uid, (r.at, created, false));
+                }
+            }
+            let _ = crate::core::fold(&mut node, r);
+            if let Event::SyncFinished(f) = &r.event {
+                if f.work != crate::core::command::WorkType::Sync {
+                    first_seen.remove(&f.uid);
+                }
+            }
+            if let Event::PodRemoved(c) | Event::PodDeleted(c) = &r.event {
+                first_seen.remove(&pod::uid(&c.pod));
+            }
+            let mut started = Vec::new();
+            for (uid, (seen, created, seen_running)) in first_seen.iter_mut() {
+                let Some(v) = node.statuses.get(uid) else {
+                    continue;
+                };
+                let is_running = v.status.phase.as_deref() == Some("Running");
+                if is_running && !*seen_running {
+                    *seen_running = true;
+                    running.push(r.at.since(*seen).as_secs_f64());
+                }
+                let all = is_running
+                    && v.status.container_statuses.as_ref().is_some_and(|cs| {
+                        !cs.is_empty()
+                            && cs
+                                .iter()
+                                .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+                    });
+                if all {
+                    total.push(r.at.since(created.unwrap_or(*seen)).as_secs_f64());
+                    started.push(uid.clone());
+                }
+            }
+            for u in started {
+                first_seen.remove(&u);
+            }
+        }
+        let mut observer = FoldObserver::default();
+        let mut node = Node::default();
+        for r in &records {
+            observer.begin_input(r.at);
+            let _ = observer.fold(&mut node, r, None);
+        }
+        assert!(total.len() > 20, "{} pods started", total.len());
+        assert_eq!(observer.pod_start_total.count(), total.len() as u64);
+        let sum: f64 = total.iter().sum();
+        assert!(
+            (observer.pod_start_total.sum - sum).abs() < 1e-6,
+            "{} vs {sum}",
+            observer.pod_start_total.sum
+        );
+        assert_eq!(observer.pod_start.count(), running.len() as u64);
+        let sum: f64 = running.iter().sum();
+        assert!(
+            (observer.pod_start.sum - sum).abs() < 1e-6,
+            "{} vs {sum}",
+            observer.pod_start.sum
+        );
     }
 
     #[test]

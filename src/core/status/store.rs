@@ -101,6 +101,10 @@ pub struct StatusStore {
     /// Generations known to change nothing (not state: never serialised, always equal).
     #[serde(skip)]
     pub memo: crate::core::status_memo::StatusMemo,
+    /// The pods whose status got a new version in the record being folded (not state; see
+    /// `recorded`).
+    #[serde(skip)]
+    recorded: super::RecordedLog,
 }
 
 /// Converts a ledger time to a Kubernetes time truncated to whole seconds.
@@ -117,6 +121,16 @@ impl StatusStore {
     /// All statuses in UID order.
     pub fn iter(&self) -> impl Iterator<Item = (&Uid, &VersionedStatus)> {
         self.statuses.iter()
+    }
+
+    /// The pods whose status got a new version in the record being folded (not state).
+    pub fn recorded(&self) -> &super::RecordedLog {
+        &self.recorded
+    }
+
+    /// Empties the log of new versions (before each record).
+    pub(crate) fn clear_recorded(&mut self) {
+        self.recorded.clear();
     }
 
     /// The number of statuses kept.
@@ -252,6 +266,7 @@ impl StatusStore {
             },
         );
         self.signalled = true;
+        self.recorded.note(uid);
         StatusUpdate::Recorded { version }
     }
 
