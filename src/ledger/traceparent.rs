@@ -65,6 +65,16 @@ impl TraceParent {
         }
     }
 
+    /// A child's context: the same trace and flags, the span `span_id` (non-zero).
+    #[inline]
+    pub fn child(&self, span_id: u64) -> TraceParent {
+        TraceParent {
+            trace_id: self.trace_id,
+            span_id: span_id.to_be_bytes(),
+            flags: self.flags,
+        }
+    }
+
     /// The 128-bit trace id.
     pub fn trace_id(&self) -> u128 {
         u128::from_be_bytes(self.trace_id)
@@ -198,6 +208,16 @@ mod tests {
             TraceParent::new(t.trace_id(), t.span_id(), false).to_string(),
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
         );
+    }
+
+    #[test]
+    fn a_child_keeps_the_trace_and_flags_with_its_own_span() {
+        let t = TraceParent::parse(W3C_EXAMPLE).unwrap();
+        let c = t.child(0x1234);
+        assert_eq!(c, TraceParent::new(t.trace_id(), 0x1234, true));
+        assert_eq!(c.flags(), t.flags());
+        let unsampled = TraceParent::new(7, 8, false).child(9);
+        assert_eq!(unsampled, TraceParent::new(7, 9, false));
     }
 
     #[test]

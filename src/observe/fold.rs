@@ -153,7 +153,7 @@ impl FoldTracer {
     #[inline]
     fn child(&mut self, parent: TraceParent) -> Opened {
         Opened {
-            ctx: TraceParent::new(parent.trace_id(), self.ids.span_id(), parent.sampled()),
+            ctx: parent.child(self.ids.span_id()),
             parent_span_id: parent.span_id(),
         }
     }
