@@ -625,6 +625,9 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
                 stopping = Some(Instant::now());
                 let emitted = daemon.submit(Input { event: Event::NodeShutdown(NodeShutdown {}), cause: None, trace: None });
                 daemon.dispatch(emitted);
+                if inbox.is_empty() {
+                    engine.lock().expect("engine").idle();
+                }
             }
             _ = tokio::time::sleep(Duration::from_millis(200)), if stopping.is_some() => {}
         }
@@ -633,10 +636,13 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let _ = server.await;
     let _ = tokio::time::timeout(Duration::from_secs(2), grpc).await;
     let _ = std::fs::remove_file(&socket);
-    engine
-        .lock()
-        .expect("engine")
-        .flush_durable(Duration::from_secs(5));
+    {
+        let mut engine = engine.lock().expect("engine");
+        // the last record's turn ends and its span goes to the export queue, which the
+        // tracing pipeline flushes on exit
+        engine.idle();
+        engine.flush_durable(Duration::from_secs(5));
+    }
     if let Some(rt) = embedded {
         rt.shutdown()
             .await
