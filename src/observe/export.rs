@@ -743,19 +743,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn fold_spans_are_exported_with_their_names_ids_and_parents() {
+    /// An export thread with `options` feeding a new sink.
+    fn exporting_to_sink(options: ExportOptions) -> (Exporting, Sink) {
         let sink = Sink::default();
         let s = sink.clone();
-        let ex = Exporting::start(
-            &ExportOptions {
-                export_period_ms: 10_000,
-                ..ExportOptions::default()
-            },
-            Resource::builder_empty().build(),
-            move || Ok(s),
-        )
-        .unwrap();
+        let ex =
+            Exporting::start(&options, Resource::builder_empty().build(), move || Ok(s)).unwrap();
+        (ex, sink)
+    }
+
+    #[test]
+    fn fold_spans_are_exported_with_their_names_ids_and_parents() {
+        let (ex, sink) = exporting_to_sink(ExportOptions {
+            export_period_ms: 10_000,
+            ..ExportOptions::default()
+        });
         let mut batch = FoldBatch::default();
         batch.push(fold_span(1));
         batch.push_with_transition(
@@ -791,19 +793,12 @@ mod tests {
 
     #[test]
     fn a_steady_flow_is_drained_on_the_export_threads_timer_and_nothing_is_lost() {
-        let sink = Sink::default();
-        let s = sink.clone();
-        let ex = Exporting::start(
-            &ExportOptions {
-                max_queue_size: 4096,
-                max_export_batch_size: 64,
-                export_period_ms: 60_000,
-                ..ExportOptions::default()
-            },
-            Resource::builder_empty().build(),
-            move || Ok(s),
-        )
-        .unwrap();
+        let (ex, sink) = exporting_to_sink(ExportOptions {
+            max_queue_size: 4096,
+            max_export_batch_size: 64,
+            export_period_ms: 60_000,
+            ..ExportOptions::default()
+        });
         let q = ex.queue().clone();
         // 64 spans every 200 µs: the queue crosses half (one wake-up), then the thread keeps
         // draining on its own timer while pushes send nothing
@@ -863,15 +858,10 @@ mod tests {
 
     #[test]
     fn pushing_copies_the_spans_and_leaves_the_engines_buffer_in_place() {
-        let ex = Exporting::start(
-            &ExportOptions {
-                export_period_ms: 60_000,
-                ..ExportOptions::default()
-            },
-            Resource::builder_empty().build(),
-            || Ok(Sink::default()),
-        )
-        .unwrap();
+        let (ex, _) = exporting_to_sink(ExportOptions {
+            export_period_ms: 60_000,
+            ..ExportOptions::default()
+        });
         let mut batch = FoldBatch::with_capacity(128);
         let before = batch.spans.as_ptr();
         batch.push(fold_span(1));
@@ -900,12 +890,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_export_thread_runs_at_a_lower_priority_than_the_engine() {
-        let ex = Exporting::start(
-            &ExportOptions::default(),
-            Resource::builder_empty().build(),
-            || Ok(Sink::default()),
-        )
-        .unwrap();
+        let (ex, _) = exporting_to_sink(ExportOptions::default());
         let mut nices = Vec::new();
         for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
             let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();

@@ -972,20 +972,13 @@ mod tests {
             let _ = observer.fold(&mut node, r, None);
         }
         assert!(total.len() > 20, "{} pods started", total.len());
-        assert_eq!(observer.pod_start_total.count(), total.len() as u64);
-        let sum: f64 = total.iter().sum();
-        assert!(
-            (observer.pod_start_total.sum - sum).abs() < 1e-6,
-            "{} vs {sum}",
-            observer.pod_start_total.sum
-        );
-        assert_eq!(observer.pod_start.count(), running.len() as u64);
-        let sum: f64 = running.iter().sum();
-        assert!(
-            (observer.pod_start.sum - sum).abs() < 1e-6,
-            "{} vs {sum}",
-            observer.pod_start.sum
-        );
+        let holds = |h: &Histogram, want: &[f64]| {
+            let sum: f64 = want.iter().sum();
+            assert_eq!(h.count(), want.len() as u64);
+            assert!((h.sum - sum).abs() < 1e-6, "{} vs {sum}", h.sum);
+        };
+        holds(&observer.pod_start_total, &total);
+        holds(&observer.pod_start, &running);
     }
 
     #[test]
