@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod command;
 pub mod config;
 mod dispatch;
+pub mod fold_log;
 pub mod housekeeping_memo;
 pub mod jitter;
 pub mod kubelet_sync;

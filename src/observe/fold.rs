@@ -644,7 +644,7 @@ impl FoldObserver {
             _ => {}
         }
         // a pod starts when its status says so: only statuses this fold changed are read
-        for uid in node.statuses.recorded().uids() {
+        for uid in node.statuses.recorded().entries() {
             self.status_progress(node, record, uid);
         }
     }

@@ -13,6 +13,7 @@
 //! not serialised and compares equal to any other log, so a replay or a restored snapshot
 //! reach exactly the same state and commands.
 
+use crate::core::fold_log::FoldLog;
 use crate::core::uid::Uid;
 use crate::ledger::Time;
 
@@ -70,41 +71,25 @@ pub struct PhaseChange {
     pub entered: Option<Time>,
 }
 
-/// Most changes one log keeps: a fold changes at most a few phases per worker, so this is
-/// reached only by a node-wide pass over more workers than any node runs; further changes
-/// are not noted (observers then miss them; the fold is unaffected).
-pub const MAX_PHASE_CHANGES: usize = 65_536;
-
-/// The phase changes of the record being folded (see the module doc).
-#[derive(Clone, Debug, Default)]
-pub struct PhaseLog(Vec<PhaseChange>);
-
-/// Not state: any two logs are equal (see the module doc).
-impl PartialEq for PhaseLog {
-    fn eq(&self, _: &PhaseLog) -> bool {
-        true
-    }
-}
+/// The phase changes of the record being folded (see the module doc and `core::fold_log`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PhaseLog(FoldLog<PhaseChange>);
 
 impl PhaseLog {
     /// Notes that `uid`'s worker, now `status`, is about to change phase.
     pub(super) fn note(&mut self, uid: &Uid, status: Option<&PodSyncStatus>) {
-        if self.0.len() < MAX_PHASE_CHANGES {
-            let (from, entered) = worker_phase(status);
-            self.0.push(PhaseChange {
-                uid: uid.clone(),
-                from,
-                entered,
-            });
-        }
+        let (from, entered) = worker_phase(status);
+        self.0.note(PhaseChange {
+            uid: uid.clone(),
+            from,
+            entered,
+        });
     }
 
     /// Forgets every change (a new record is about to be folded).
     #[inline]
     pub fn clear(&mut self) {
-        if !self.0.is_empty() {
-            self.0.clear();
-        }
+        self.0.clear();
     }
 
     /// True if no phase changed.
@@ -115,7 +100,7 @@ impl PhaseLog {
 
     /// The first change of `uid`'s worker: its phase before this fold.
     pub fn first_for(&self, uid: &str) -> Option<&PhaseChange> {
-        self.0.iter().find(|c| c.uid.as_str() == uid)
+        self.0.entries().iter().find(|c| c.uid.as_str() == uid)
     }
 }
 

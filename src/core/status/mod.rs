@@ -21,7 +21,6 @@ mod equality;
 mod merge;
 mod normalize;
 mod patch;
-mod recorded;
 mod store;
 mod sync;
 mod terminate;
@@ -37,7 +36,6 @@ pub use normalize::{
     MAX_POD_TERMINATION_MESSAGE_BYTES,
 };
 pub use patch::{apply_status_patch, status_patch};
-pub use recorded::{RecordedLog, MAX_RECORDED_STATUSES};
 pub use store::{k8s_time, InFlightSync, StatusStore, StatusUpdate, VersionedStatus};
 pub use sync::{can_be_deleted, SyncTrigger};
 pub use terminate::{has_pod_initialized, initialized_containers, terminated_status};

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as KTime;
 use serde::{Deserialize, Serialize};
 
+use super::super::fold_log::FoldLog;
 use super::super::pod;
 use super::super::pod_status::conditions::TRANSITION_TIME_MANAGED;
 use super::super::uid::Uid;
@@ -102,9 +103,9 @@ pub struct StatusStore {
     #[serde(skip)]
     pub memo: crate::core::status_memo::StatusMemo,
     /// The pods whose status got a new version in the record being folded (not state; see
-    /// `recorded`).
+    /// `core::fold_log`).
     #[serde(skip)]
-    recorded: super::RecordedLog,
+    recorded: FoldLog<Uid>,
 }
 
 /// Converts a ledger time to a Kubernetes time truncated to whole seconds.
@@ -124,7 +125,7 @@ impl StatusStore {
     }
 
     /// The pods whose status got a new version in the record being folded (not state).
-    pub fn recorded(&self) -> &super::RecordedLog {
+    pub fn recorded(&self) -> &FoldLog<Uid> {
         &self.recorded
     }
 
@@ -266,7 +267,7 @@ impl StatusStore {
             },
         );
         self.signalled = true;
-        self.recorded.note(uid);
+        self.recorded.note(uid.clone());
         StatusUpdate::Recorded { version }
     }
 
