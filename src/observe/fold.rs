@@ -36,9 +36,8 @@ use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler};
 use super::export::{FoldBatch, FoldSpan, SpanQueue, Transition};
 use super::exposition::{Histogram, Text};
-use super::fasthash::{UidKey, UidKeyMap};
+use super::fasthash::{UidHashMap, UidKey, UidKeyMap};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
-use super::starting::FilteredUidMap;
 
 /// Records folded, by kind.
 pub const RECORDS_TOTAL: &str = "ledgerlet_ledger_records_total";
@@ -283,7 +282,7 @@ pub struct FoldObserver {
     /// The record whose turn is still running.
     turn: Option<Turn>,
     transitions: BTreeMap<(Phase, Phase), (u64, Histogram)>,
-    starting: FilteredUidMap<PodStart>,
+    starting: UidHashMap<Uid, PodStart>,
     worker_start: Histogram,
     pod_start: Histogram,
     pod_start_sli: Histogram,
@@ -316,7 +315,7 @@ impl FoldObserver {
             folds: TickHistograms::new(FAST_BUCKETS, Event::KINDS.len()),
             turn: None,
             transitions: BTreeMap::new(),
-            starting: FilteredUidMap::default(),
+            starting: UidHashMap::default(),
             worker_start: Histogram::new(DEF_BUCKETS),
             pod_start: Histogram::new(POD_STARTUP_BUCKETS),
             pod_start_sli: Histogram::new(POD_STARTUP_BUCKETS),
@@ -471,8 +470,8 @@ impl FoldObserver {
     }
 
     /// Ends the running turn at `now` (stopwatch ticks): its duration is observed and its
-    /// span, if sampled, finished.
-    /// Buffered spans older than [`SPAN_BUFFER_AGE_MS`] then go to the export queue.
+    /// span, if sampled, finished; buffered spans older than [`SPAN_BUFFER_AGE_MS`] then go
+    /// to the export queue.
     #[inline]
     fn end_turn(&mut self, now: u64) {
         let Some(turn) = self.turn.take() else {
@@ -621,10 +620,10 @@ impl FoldObserver {
             }
         }
         match &record.event {
-            Event::RuntimeActionFinished(a) => {
-                if let (RuntimeAction::PullImage { .. }, Some(st)) =
-                    (&a.action, self.starting.get_mut(a.uid.as_str()))
-                {
+            Event::RuntimeActionFinished(a)
+                if matches!(a.action, RuntimeAction::PullImage { .. }) =>
+            {
+                if let Some(st) = self.starting.get_mut(a.uid.as_str()) {
                     let begun = Time::from_unix_nanos(
                         record.at.unix_nanos() - (a.duration_ms as i64) * 1_000_000,
                     );

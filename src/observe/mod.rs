@@ -18,5 +18,4 @@ pub mod logging;
 pub mod metrics;
 pub mod otel;
 pub mod probe_metrics;
-pub mod starting;
 pub mod state_metrics;
