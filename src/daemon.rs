@@ -131,6 +131,18 @@ impl Daemon {
         engine.submit(Time::from_system(), input.cause, input.trace, event)
     }
 
+    /// Folds `input` and hands its commands to the shell. Then, unless `more_waiting` says
+    /// another input is already queued, tells the engine it is idle: the last record's turn
+    /// ends (so it does not run on through whatever the shell does next, or through a wait)
+    /// and buffered fold spans go to the export queue.
+    fn handle(&self, input: Input, more_waiting: impl FnOnce() -> bool) {
+        let emitted = self.submit(input);
+        self.dispatch(emitted);
+        if !more_waiting() {
+            self.engine.lock().expect("engine").idle();
+        }
+    }
+
     /// Hands each command to the part of the shell that carries it out, inside the command's
     /// span (parented to the causing record's span) and with its metrics.
     fn dispatch(&self, emitted: Vec<Emitted>) {
@@ -440,21 +452,25 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     }
     core.validate().context("invalid configuration")?;
     if let Some(r) = restarted {
-        let emitted = daemon.submit(Input {
-            event: Event::AgentRestarted(r),
+        daemon.handle(
+            Input {
+                event: Event::AgentRestarted(r),
+                cause: None,
+                trace: None,
+            },
+            || false,
+        );
+    }
+    daemon.handle(
+        Input {
+            event: Event::ConfigApplied(ConfigApplied {
+                config: Box::new(core),
+            }),
             cause: None,
             trace: None,
-        });
-        daemon.dispatch(emitted);
-    }
-    let emitted = daemon.submit(Input {
-        event: Event::ConfigApplied(ConfigApplied {
-            config: Box::new(core),
-        }),
-        cause: None,
-        trace: None,
-    });
-    daemon.dispatch(emitted);
+        },
+        || false,
+    );
 
     tokio::spawn(timers::run(arm_rx, report.clone()));
     let health = Arc::new(PlegHealth::new(opts.pleg.relist_threshold_ms));
@@ -474,12 +490,14 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         runtime_name: version.runtime_name.clone(),
         runtime_version: version.runtime_version.clone(),
     });
-    let emitted = daemon.submit(Input {
-        event: Event::NodeInfoObserved(info),
-        cause: None,
-        trace: None,
-    });
-    daemon.dispatch(emitted);
+    daemon.handle(
+        Input {
+            event: Event::NodeInfoObserved(info),
+            cause: None,
+            trace: None,
+        },
+        || false,
+    );
     {
         let pleg_health = health.clone();
         tokio::spawn(runtime_health::run(
@@ -595,13 +613,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         tokio::select! {
             input = inbox.recv() => {
                 let Some(input) = input else { break };
-                let emitted = daemon.submit(input);
-                daemon.dispatch(emitted);
-                if inbox.is_empty() {
-                    // idle: the last record's turn ends, buffered fold spans go to the
-                    // export queue
-                    engine.lock().expect("engine").idle();
-                }
+                daemon.handle(input, || !inbox.is_empty());
             }
             sig = &mut signal, if stopping.is_none() => {
                 if sig == "SIGQUIT" {
@@ -623,11 +635,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
                 };
                 deadline = Instant::now() + Duration::from_secs(max_grace_s.max(0) as u64 + 10);
                 stopping = Some(Instant::now());
-                let emitted = daemon.submit(Input { event: Event::NodeShutdown(NodeShutdown {}), cause: None, trace: None });
-                daemon.dispatch(emitted);
-                if inbox.is_empty() {
-                    engine.lock().expect("engine").idle();
-                }
+                daemon.handle(Input { event: Event::NodeShutdown(NodeShutdown {}), cause: None, trace: None }, || !inbox.is_empty());
             }
             _ = tokio::time::sleep(Duration::from_millis(200)), if stopping.is_some() => {}
         }
