@@ -1,7 +1,8 @@
 //! Fast lookups keyed by pod UID for the fold observer, which does them per record: a hasher
 //! that reads a UID's first and last eight bytes and its length, not all 36 bytes.
 //!
-//! Owns only the hash function. UIDs are not attacker-chosen keys of an unbounded map (the
+//! Owns the hash function and [`UidKey`] (those bytes held inline, which the hash is made
+//! of). UIDs are not attacker-chosen keys of an unbounded map (the
 //! API server assigns them, and the maps are bounded by `MAX_TRACKED_PODS`), so SipHash's
 //! flooding resistance buys nothing there and costs more than the lookup. A UUID (or a
 //! static pod's 32-hex-digit hash) has 64 random bits in those 16 bytes; UIDs that differ
@@ -39,16 +40,10 @@ fn load8(b: &[u8]) -> u64 {
 impl Hasher for UidHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        let n = bytes.len();
-        if n >= 8 {
-            self.add(load8(&bytes[..8]));
-            self.add(load8(&bytes[n - 8..]));
-        } else {
-            let mut w = [0u8; 8];
-            w[..n].copy_from_slice(bytes);
-            self.add(u64::from_le_bytes(w));
-        }
-        self.add(n as u64);
+        let k = UidKey::of_bytes(bytes);
+        self.add(k.head);
+        self.add(k.tail);
+        self.add(k.len);
     }
 
     #[inline]
@@ -97,7 +92,12 @@ impl UidKey {
     /// The key of a UID's text.
     #[inline]
     pub fn of(uid: &str) -> UidKey {
-        let b = uid.as_bytes();
+        UidKey::of_bytes(uid.as_bytes())
+    }
+
+    /// The key of text given as bytes (what [`UidHasher`] hashes).
+    #[inline]
+    fn of_bytes(b: &[u8]) -> UidKey {
         let n = b.len();
         if n >= 8 {
             UidKey {
