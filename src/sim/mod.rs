@@ -561,9 +561,9 @@ mod tests {
     /// The sum of the samples of every series of `family` in `text` (one metric name).
     fn total(text: &str, family: &str) -> f64 {
         text.lines()
-            .filter(|l| l.starts_with(family) && !l.starts_with(&format!("{family}_")))
-            .filter(|l| l[family.len()..].starts_with(['{', ' ']))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .filter_map(|l| l.strip_prefix(family))
+            .filter(|rest| rest.starts_with(['{', ' ']))
+            .filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     }
 
