@@ -321,23 +321,9 @@ impl Agent {
         cli(args)
     }
 
-    /// Sends SIGTERM and waits for the exit status.
+    /// Sends SIGTERM and waits (up to 90 s) for the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("running");
-        unsafe {
-            libc::kill(child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                return s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("ledgerlet did not exit within 90 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.signal_and_wait(libc::SIGTERM)
     }
 
     /// `/debug/ledger` replays (offline, with the library's `replay`) to exactly the state
@@ -392,9 +378,25 @@ impl Agent {
     }
 }
 
+/// How long a dropped agent gets to stop after SIGTERM before it is killed.
+const DROP_STOP_LIMIT: Duration = Duration::from_secs(10);
+
 impl Drop for Agent {
+    /// Stops the agent as an operator would: SIGTERM, so its embedded runtime kills the
+    /// container processes it started (each in a process group of its own, which a SIGKILL
+    /// of the agent leaves running after the test), then SIGKILL after [`DROP_STOP_LIMIT`].
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + DROP_STOP_LIMIT;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
