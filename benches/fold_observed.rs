@@ -125,11 +125,10 @@ fn fold_on(records: &[(Arc<Record>, Origin)], tracing: Option<&Tracing>) -> Node
             }
             Origin::Input(trace) => {
                 chain.clear();
-                observer.begin_input(r.at);
                 Parent::Input(trace)
             }
         };
-        let opened = observer.open(parent, &r.event);
+        let opened = observer.open(parent, &r.event, r.seq);
         let trace = opened.map(|o| o.ctx);
         let commands = observer.fold(&mut node, r, opened);
         let mut appended = false;

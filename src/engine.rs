@@ -128,12 +128,16 @@ impl Engine {
     ) -> Vec<Emitted> {
         let mut emitted = Vec::new();
         let mut queue = std::collections::VecDeque::new();
-        self.observer.begin_input(at);
         queue.push_back((cause, Parent::Input(trace), event));
         let mut derived = 0usize;
         while let Some((cause, parent, event)) = queue.pop_front() {
-            let opened = self.observer.open(parent, &event);
+            let seq = self.ledger.last_seq() + 1;
+            let opened = self.observer.open(parent, &event, seq);
             let record = self.ledger.append(at, cause, opened.map(|o| o.ctx), event);
+            debug_assert_eq!(
+                record.seq, seq,
+                "the span id is derived from the record's seq"
+            );
             if let Some(d) = &self.durable {
                 d.append(record.clone());
             }

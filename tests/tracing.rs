@@ -98,9 +98,39 @@ fn otel_01_rotel_receives_pod_worker_spans_with_cri_client_and_runtime_server_sp
     assert_eq!(sync.trace_id, terminated.trace_id);
     let trace = &create.trace_id;
     let in_trace: Vec<&Span> = spans.iter().filter(|s| &s.trace_id == trace).collect();
+    // the trace's root is the pod's own span, made when the pod was first seen; the record
+    // that added the pod, and every later record about it without a parent span, are under it
+    let roots: Vec<&&Span> = in_trace.iter().filter(|s| s.parent_id.is_empty()).collect();
+    assert_eq!(roots.len(), 1, "one root in the pod's trace: {roots:?}");
+    let root = roots[0];
+    assert_eq!(root.name, "pod");
+    assert_eq!(root.attributes.get("k8s.pod.uid"), Some(&uid));
+    assert_eq!(root.attributes.get("k8s.pod.name"), Some(&full));
+    assert_eq!(
+        root.attributes.get("k8s.pod"),
+        Some(&format!("default/{full}"))
+    );
+    let added = in_trace
+        .iter()
+        .find(|s| s.name == "fold PodAdded")
+        .expect("the record that added the pod is in its trace");
+    assert_eq!(
+        added.parent_id, root.id,
+        "fold PodAdded hangs under the pod's root"
+    );
+    for s in [sync, terminating, terminated] {
+        assert!(
+            descends_from(&spans, s, root),
+            "{} under the pod's root",
+            s.name
+        );
+    }
     assert!(
-        in_trace.iter().any(|s| s.name == "fold PodAdded"),
-        "the trace starts at the record that added the pod"
+        in_trace
+            .iter()
+            .filter(|s| s.name == "fold TimerFired" || s.name == "fold PlegEvent")
+            .all(|s| s.parent_id == root.id),
+        "records about the pod without a parent span join its trace under its root"
     );
     assert!(
         in_trace.iter().any(|s| s.name == "fold UpdatePod"

@@ -80,6 +80,11 @@ impl TraceParent {
         u128::from_be_bytes(self.trace_id)
     }
 
+    /// The trace id's bytes (big-endian, as in the text form).
+    pub fn trace_id_bytes(&self) -> [u8; 16] {
+        self.trace_id
+    }
+
     /// The 64-bit span id.
     pub fn span_id(&self) -> u64 {
         u64::from_be_bytes(self.span_id)

@@ -74,6 +74,44 @@ impl IdGen {
     }
 }
 
+/// Span ids derived from record seqs: a bijection of the seq mixed with a seed drawn once per
+/// tracer (splitmix64's finalizer over `seed + seq × φ`), so every record folded under one
+/// tracer has its own non-zero span id, and the export thread derives it from the seq
+/// instead of the engine handing it over with each span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqSpanIds {
+    seed: u64,
+}
+
+impl SeqSpanIds {
+    /// Ids under `seed`.
+    pub fn new(seed: u64) -> SeqSpanIds {
+        SeqSpanIds { seed }
+    }
+
+    /// The seed (carried with the spans to the export thread).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The span id of the record with `seq`.
+    #[inline]
+    pub fn of(&self, seq: u64) -> u64 {
+        let mut z = self
+            .seed
+            .wrapping_add(seq.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        // the one seq whose mix is 0 (not a valid span id) gets a fixed other id
+        if z == 0 {
+            0x5eed_5eed_5eed_5eed
+        } else {
+            z
+        }
+    }
+}
+
 /// The sampling decision for a root span, with the kubelet's semantics
 /// (`ParentBased(TraceIDRatioBased(rate / 1e6))`, `ParentBased(NeverSample)` for 0): children
 /// always follow their parent; a root is sampled when its trace id falls under the ratio,

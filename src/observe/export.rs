@@ -24,7 +24,8 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks, SpanProcessor};
 use opentelemetry_sdk::Resource;
 
-use crate::ledger::TraceParent;
+use super::clock::Stopwatch;
+use super::context::SeqSpanIds;
 
 /// Spans dropped because the queue was full (or tracing was shutting down).
 pub const SPANS_DROPPED_TOTAL: &str = "ledgerlet_trace_spans_dropped_total";
@@ -40,23 +41,33 @@ pub const QUEUE_CAPACITY_SPANS: &str = "ledgerlet_trace_queue_capacity_spans";
 /// The instrumentation scope of every ledgerlet span.
 pub const SCOPE: &str = "ledgerlet";
 
-/// A fold span as the engine records it: 64 bytes with no strings and no allocation, moved
-/// to the export thread in a [`FoldBatch`] and turned into OTLP `SpanData` there.
-#[derive(Clone, Debug)]
+/// A fold span as the engine records it: 48 bytes with no strings, no allocation and no
+/// conversion, moved to the export thread in a [`FoldBatch`] and turned into OTLP
+/// `SpanData` there. Its span id is not stored: it is derived from the seq
+/// ([`SeqSpanIds`], with the batch's seed); its times are stopwatch ticks, converted to wall
+/// time on the export thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FoldSpan {
-    /// The span's own context (also the record's `trace`).
-    pub ctx: TraceParent,
+    /// The trace id (the bytes of the record's `trace`).
+    pub trace_id: [u8; 16],
     /// The parent's span id; 0 for a root.
     pub parent_span_id: u64,
     /// The record's seq.
     pub seq: u64,
-    /// Wall time the fold started, in nanoseconds since the Unix epoch.
-    pub start_unix_ns: u64,
-    /// How long the fold took, in nanoseconds.
-    pub duration_ns: u64,
-    /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name).
-    pub kind: u16,
+    /// Stopwatch ticks when the record's turn started.
+    pub start_ticks: u64,
+    /// The turn's length in stopwatch ticks; [`LONG_TURN`] when it does not fit, its length
+    /// then in a [`SpanNote::LongTurn`].
+    pub duration_ticks: u32,
+    /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name), or
+    /// [`POD_ROOT_KIND`].
+    pub kind: u8,
+    /// The trace flags (sampled).
+    pub flags: u8,
 }
+
+/// `duration_ticks` of a turn too long for 32 bits of ticks (over a second and a half).
+pub const LONG_TURN: u32 = u32::MAX;
 
 /// A pod worker transition, the `pod worker transition` event of a fold span.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,22 +80,53 @@ pub struct Transition {
     pub uid: crate::core::Uid,
 }
 
-/// Fold spans handed to the export thread together, with the pod worker transitions some of
-/// them made (a few per pod life, so kept aside rather than in every span).
+/// The `kind` of a pod's root span in a [`FoldBatch`] (no record kind has it): the span is
+/// named `pod` and carries the pod's attributes from its [`SpanNote::PodRoot`].
+pub const POD_ROOT_KIND: u8 = u8::MAX;
+
+/// The pod whose trace a root span starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodRoot {
+    /// The root span's id (derived from the pod's UID, not from a seq).
+    pub span_id: u64,
+    /// Its UID (`k8s.pod.uid`).
+    pub uid: crate::core::Uid,
+    /// Its namespace (`k8s.namespace.name`).
+    pub namespace: String,
+    /// Its name (`k8s.pod.name`).
+    pub name: String,
+}
+
+/// What a few fold spans carry beyond the fixed fields (a few per pod life, so kept aside
+/// rather than in every span).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpanNote {
+    /// The record's fold made a pod worker transition: a `pod worker transition` event.
+    Transition(Transition),
+    /// The span is a pod's root span ([`POD_ROOT_KIND`]).
+    PodRoot(PodRoot),
+    /// The turn lasted this many ticks (more than `duration_ticks` holds).
+    LongTurn(u64),
+}
+
+/// Fold spans handed to the export thread together, with the notes some of them carry.
 #[derive(Debug, Default)]
 pub struct FoldBatch {
+    /// The seed of the spans' ids ([`SeqSpanIds`]): the tracer's.
+    pub span_seed: u64,
     /// The spans, in the order the records were folded.
     pub spans: Vec<FoldSpan>,
-    /// `(index in spans, transition)`, by index.
-    pub transitions: Vec<(usize, Transition)>,
+    /// `(index in spans, note)`, by index.
+    pub notes: Vec<(usize, SpanNote)>,
 }
 
 impl FoldBatch {
     /// An empty batch with room for `spans` spans.
     pub fn with_capacity(spans: usize) -> FoldBatch {
         FoldBatch {
+            span_seed: 0,
             spans: Vec::with_capacity(spans),
-            transitions: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -104,40 +146,108 @@ impl FoldBatch {
         self.spans.push(span);
     }
 
-    /// Adds a span and the transition its fold made.
-    pub fn push_with_transition(&mut self, span: FoldSpan, transition: Transition) {
-        self.transitions.push((self.spans.len(), transition));
+    /// Adds a span with its note.
+    pub fn push_with(&mut self, span: FoldSpan, note: SpanNote) {
+        self.notes.push((self.spans.len(), note));
         self.spans.push(span);
+    }
+
+    /// Notes something about the last span.
+    pub fn note_last(&mut self, note: SpanNote) {
+        if let Some(i) = self.spans.len().checked_sub(1) {
+            self.notes.push((i, note));
+        }
     }
 
     fn clear(&mut self) {
         self.spans.clear();
-        self.transitions.clear();
+        self.notes.clear();
     }
 
     fn truncate(&mut self, n: usize) {
         self.spans.truncate(n);
-        self.transitions.retain(|(i, _)| *i < n);
+        self.notes.retain(|(i, _)| *i < n);
     }
 
-    /// Moves the first `n` spans (and their transitions) to a new batch.
+    /// Moves the first `n` spans (and their notes) to a new batch.
     fn split_front(&mut self, n: usize) -> FoldBatch {
         let spans: Vec<FoldSpan> = self.spans.drain(..n).collect();
-        let cut = self.transitions.partition_point(|(i, _)| *i < n);
-        let transitions = self.transitions.drain(..cut).collect();
-        for (i, _) in &mut self.transitions {
+        let cut = self.notes.partition_point(|(i, _)| *i < n);
+        let notes = self.notes.drain(..cut).collect();
+        for (i, _) in &mut self.notes {
             *i -= n;
         }
-        FoldBatch { spans, transitions }
+        FoldBatch {
+            span_seed: self.span_seed,
+            spans,
+            notes,
+        }
     }
 
     /// Converts every span to `SpanData` into `out`, leaving the batch empty (its buffers
     /// kept for reuse).
-    fn drain_into(&mut self, scope: &InstrumentationScope, out: &mut Vec<SpanData>) {
-        let mut transitions = self.transitions.drain(..).peekable();
+    fn drain_into(&mut self, to: &Conversion, out: &mut Vec<SpanData>) {
+        let ids = SeqSpanIds::new(self.span_seed);
+        let mut notes = self.notes.drain(..).peekable();
         for (i, span) in self.spans.drain(..).enumerate() {
-            let t = transitions.next_if(|(j, _)| *j == i).map(|(_, t)| t);
-            out.push(span.into_span_data(t, scope));
+            let mut root = None;
+            let mut transition = None;
+            let mut long_turn = None;
+            while let Some((_, note)) = notes.next_if(|(j, _)| *j == i) {
+                match note {
+                    SpanNote::PodRoot(p) => root = Some(p),
+                    SpanNote::Transition(t) => transition = Some(t),
+                    SpanNote::LongTurn(ticks) => long_turn = Some(ticks),
+                }
+            }
+            let span_id = match &root {
+                Some(p) => p.span_id,
+                None => ids.of(span.seq),
+            };
+            let ticks = long_turn.unwrap_or(u64::from(span.duration_ticks));
+            let start = to.wall_time(span.start_ticks);
+            let end = start + Duration::from_nanos(to.watch.ticks_to_nanos(ticks));
+            out.push(span.into_span_data(span_id, (start, end), root, transition, &to.scope));
+        }
+    }
+}
+
+/// What the export thread needs to turn fold spans into `SpanData`: the scope, and the
+/// stopwatch with a recent reading of it beside the wall clock (taken again at each drain,
+/// so the counter's drift from the wall clock never builds up).
+pub struct Conversion {
+    scope: InstrumentationScope,
+    watch: Stopwatch,
+    anchor_ticks: u64,
+    anchor_wall: SystemTime,
+}
+
+impl Conversion {
+    /// A conversion anchored now.
+    pub fn new(scope: InstrumentationScope) -> Conversion {
+        let watch = Stopwatch::new();
+        let mut c = Conversion {
+            scope,
+            anchor_ticks: 0,
+            anchor_wall: SystemTime::UNIX_EPOCH,
+            watch,
+        };
+        c.anchor();
+        c
+    }
+
+    /// Reads the stopwatch and the wall clock together again.
+    pub fn anchor(&mut self) {
+        self.anchor_ticks = self.watch.ticks();
+        self.anchor_wall = SystemTime::now();
+    }
+
+    /// The wall time at stopwatch reading `ticks`.
+    pub fn wall_time(&self, ticks: u64) -> SystemTime {
+        if ticks >= self.anchor_ticks {
+            self.anchor_wall + Duration::from_nanos(self.watch.nanos(self.anchor_ticks, ticks))
+        } else {
+            self.anchor_wall - Duration::from_nanos(self.watch.nanos(ticks, self.anchor_ticks))
         }
     }
 }
@@ -145,30 +255,42 @@ impl FoldBatch {
 impl FoldSpan {
     fn into_span_data(
         self,
+        span_id: u64,
+        (start, end): (SystemTime, SystemTime),
+        root: Option<PodRoot>,
         transition: Option<Transition>,
         scope: &InstrumentationScope,
     ) -> SpanData {
-        let start = SystemTime::UNIX_EPOCH + Duration::from_nanos(self.start_unix_ns);
-        let end = start + Duration::from_nanos(self.duration_ns);
         let kind = usize::from(self.kind);
         let mut events = SpanEvents::default();
-        if let Some(Transition { from, to, uid }) = transition {
-            events.events.push(opentelemetry::trace::Event::new(
-                "pod worker transition",
-                end,
-                vec![
-                    KeyValue::new("from", from),
-                    KeyValue::new("to", to),
-                    KeyValue::new("k8s.pod.uid", uid.as_str().to_string()),
-                ],
-                0,
-            ));
-        }
+        let (name, attributes) = match root {
+            Some(pod) if self.kind == POD_ROOT_KIND => {
+                (Cow::Borrowed("pod"), pod_attributes(self.seq, pod))
+            }
+            _ => {
+                if let Some(t) = transition {
+                    events.events.push(transition_event(t, end));
+                }
+                (
+                    Cow::Borrowed(fold_span_name(kind)),
+                    vec![
+                        KeyValue::new("ledgerlet.record.seq", self.seq as i64),
+                        KeyValue::new(
+                            "ledgerlet.record.kind",
+                            crate::ledger::Event::KINDS
+                                .get(kind)
+                                .copied()
+                                .unwrap_or("unknown"),
+                        ),
+                    ],
+                )
+            }
+        };
         SpanData {
             span_context: SpanContext::new(
-                TraceId::from(self.ctx.trace_id()),
-                SpanId::from(self.ctx.span_id()),
-                TraceFlags::new(self.ctx.flags()),
+                TraceId::from_bytes(self.trace_id),
+                SpanId::from(span_id),
+                TraceFlags::new(self.flags),
                 false,
                 TraceState::default(),
             ),
@@ -179,19 +301,10 @@ impl FoldSpan {
             },
             parent_span_is_remote: false,
             span_kind: SpanKind::Internal,
-            name: Cow::Borrowed(fold_span_name(kind)),
+            name,
             start_time: start,
             end_time: end,
-            attributes: vec![
-                KeyValue::new("ledgerlet.record.seq", self.seq as i64),
-                KeyValue::new(
-                    "ledgerlet.record.kind",
-                    crate::ledger::Event::KINDS
-                        .get(kind)
-                        .copied()
-                        .unwrap_or("unknown"),
-                ),
-            ],
+            attributes,
             dropped_attributes_count: 0,
             events,
             links: SpanLinks::default(),
@@ -199,6 +312,32 @@ impl FoldSpan {
             instrumentation_scope: scope.clone(),
         }
     }
+}
+
+/// The `pod worker transition` event of a fold span.
+fn transition_event(t: Transition, at: SystemTime) -> opentelemetry::trace::Event {
+    opentelemetry::trace::Event::new(
+        "pod worker transition",
+        at,
+        vec![
+            KeyValue::new("from", t.from),
+            KeyValue::new("to", t.to),
+            KeyValue::new("k8s.pod.uid", t.uid.as_str().to_string()),
+        ],
+        0,
+    )
+}
+
+/// The attributes of a pod's root span: the kubelet's pod attributes and the seq of the
+/// record whose fold first saw the pod.
+fn pod_attributes(seq: u64, pod: PodRoot) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("k8s.pod.uid", pod.uid.as_str().to_string()),
+        KeyValue::new("k8s.pod", format!("{}/{}", pod.namespace, pod.name)),
+        KeyValue::new("k8s.namespace.name", pod.namespace),
+        KeyValue::new("k8s.pod.name", pod.name),
+        KeyValue::new("ledgerlet.record.seq", seq as i64),
+    ]
 }
 
 /// `fold <kind>` for each kind, made once.
@@ -347,8 +486,9 @@ impl SpanQueue {
             .spare
             .pop()
             .unwrap_or_else(|| FoldBatch::with_capacity(batch.spans.capacity()));
+        full.span_seed = batch.span_seed;
         full.spans.extend_from_slice(&batch.spans);
-        full.transitions.append(&mut batch.transitions);
+        full.notes.append(&mut batch.notes);
         batch.clear();
         q.spans += full.len();
         let after = q.spans;
@@ -606,9 +746,11 @@ fn export_loop<E: SpanExporter>(
     opts: &ExportOptions,
     control: Receiver<Control>,
 ) {
-    let scope = InstrumentationScope::builder(SCOPE)
-        .with_version(env!("CARGO_PKG_VERSION"))
-        .build();
+    let mut conversion = Conversion::new(
+        InstrumentationScope::builder(SCOPE)
+            .with_version(env!("CARGO_PKG_VERSION"))
+            .build(),
+    );
     let period = Duration::from_millis(opts.export_period_ms.max(1));
     let timeout = Duration::from_millis(opts.export_timeout_ms.max(1));
     let batch_size = opts.max_export_batch_size.max(1);
@@ -627,6 +769,7 @@ fn export_loop<E: SpanExporter>(
         };
         // drain: at most what was queued when we started (new spans wait for the next round)
         let mut budget = queue.len();
+        conversion.anchor();
         if deadline.is_none() {
             // spans flowing in: drain on the thread's own timer, so the engine's pushes need no
             // wake-up; once a poll finds less than a batch, wait to be woken again
@@ -653,7 +796,7 @@ fn export_loop<E: SpanExporter>(
                 match item {
                     Item::Sdk(s) => batch.push(*s),
                     Item::Folds(mut b) => {
-                        b.drain_into(&scope, &mut batch);
+                        b.drain_into(&conversion, &mut batch);
                         emptied.push(b);
                     }
                 }
@@ -734,12 +877,13 @@ mod tests {
 
     fn fold_span(seq: u64) -> FoldSpan {
         FoldSpan {
-            ctx: TraceParent::new(1, seq + 1, true),
+            trace_id: 1u128.to_be_bytes(),
             parent_span_id: 0,
             kind: 2,
             seq,
-            start_unix_ns: 0,
-            duration_ns: 1000,
+            start_ticks: 0,
+            duration_ticks: 1000,
+            flags: 1,
         }
     }
 
@@ -758,19 +902,22 @@ mod tests {
             export_period_ms: 10_000,
             ..ExportOptions::default()
         });
-        let mut batch = FoldBatch::default();
+        let mut batch = FoldBatch {
+            span_seed: 42,
+            ..FoldBatch::default()
+        };
         batch.push(fold_span(1));
-        batch.push_with_transition(
+        batch.push_with(
             {
                 let mut f = fold_span(2);
                 f.parent_span_id = 2;
                 f
             },
-            Transition {
+            SpanNote::Transition(Transition {
                 from: "none",
                 to: "sync",
                 uid: crate::core::Uid::new("pod-1"),
-            },
+            }),
         );
         ex.queue().push_folds(&mut batch);
         assert!(batch.is_empty());
@@ -780,13 +927,19 @@ mod tests {
         assert_eq!(got[0].name, "fold PodAdded");
         assert_eq!(got[0].parent_span_id, SpanId::INVALID);
         assert_eq!(got[1].parent_span_id, SpanId::from(2u64));
-        assert_eq!(got[1].span_context.span_id(), SpanId::from(3u64));
+        // span ids are derived from the seq with the batch's seed
+        let ids = SeqSpanIds::new(42);
+        assert_eq!(got[0].span_context.span_id(), SpanId::from(ids.of(1)));
+        assert_eq!(got[1].span_context.span_id(), SpanId::from(ids.of(2)));
+        assert_eq!(got[1].span_context.trace_id(), TraceId::from(1u128));
         assert!(got[0].events.events.is_empty());
         assert_eq!(got[1].events.events.len(), 1);
         assert_eq!(got[1].events.events[0].name, "pod worker transition");
+        // times are stopwatch ticks, converted on the export thread
+        let watch = Stopwatch::new();
         assert_eq!(
             got[1].end_time.duration_since(got[1].start_time).unwrap(),
-            Duration::from_micros(1)
+            Duration::from_nanos(watch.ticks_to_nanos(1000))
         );
         ex.shutdown(Duration::from_secs(1));
     }
@@ -865,9 +1018,9 @@ mod tests {
         let mut batch = FoldBatch::with_capacity(128);
         let before = batch.spans.as_ptr();
         batch.push(fold_span(1));
-        batch.push_with_transition(fold_span(2), transition("pod-1"));
+        batch.push_with(fold_span(2), transition("pod-1"));
         ex.queue().push_folds(&mut batch);
-        assert!(batch.is_empty() && batch.transitions.is_empty());
+        assert!(batch.is_empty() && batch.notes.is_empty());
         assert_eq!(batch.spans.as_ptr(), before, "the engine keeps its buffer");
         assert_eq!(ex.queue().len(), 2);
         let items = ex.queue().take(10);
@@ -875,15 +1028,24 @@ mod tests {
             panic!("no fold batch queued")
         };
         assert_eq!(b.spans.iter().map(|s| s.seq).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(b.transitions, [(1, transition("pod-1"))]);
+        assert_eq!(b.notes, [(1, transition("pod-1"))]);
         ex.shutdown(Duration::from_secs(1));
     }
 
-    fn transition(uid: &str) -> Transition {
-        Transition {
+    fn transition(uid: &str) -> SpanNote {
+        SpanNote::Transition(Transition {
             from: "sync",
             to: "terminating",
             uid: crate::core::Uid::new(uid),
+        })
+    }
+
+    /// The uid of a transition note.
+    fn noted_uid(n: &SpanNote) -> &str {
+        match n {
+            SpanNote::Transition(t) => t.uid.as_str(),
+            SpanNote::PodRoot(p) => p.uid.as_str(),
+            SpanNote::LongTurn(_) => "",
         }
     }
 
@@ -909,8 +1071,91 @@ mod tests {
     }
 
     #[test]
-    fn a_fold_span_fills_one_cache_line() {
-        assert_eq!(std::mem::size_of::<FoldSpan>(), 64);
+    fn a_fold_span_is_48_bytes_and_every_record_kind_fits_its_kind_byte() {
+        assert_eq!(std::mem::size_of::<FoldSpan>(), 48);
+        assert!(crate::ledger::Event::KINDS.len() < usize::from(POD_ROOT_KIND));
+    }
+
+    #[test]
+    fn a_pod_root_span_carries_the_pod_and_its_own_span_id_and_long_turns_keep_their_length() {
+        let (ex, sink) = exporting_to_sink(ExportOptions {
+            export_period_ms: 10_000,
+            ..ExportOptions::default()
+        });
+        let watch = Stopwatch::new();
+        let start = watch.ticks();
+        let before = SystemTime::now();
+        let mut batch = FoldBatch {
+            span_seed: 7,
+            ..FoldBatch::default()
+        };
+        let root = FoldSpan {
+            kind: POD_ROOT_KIND,
+            start_ticks: start,
+            duration_ticks: 0,
+            ..fold_span(5)
+        };
+        batch.push_with(
+            root,
+            SpanNote::PodRoot(PodRoot {
+                span_id: 99,
+                uid: crate::core::Uid::new("uid-1"),
+                namespace: "default".into(),
+                name: "web".into(),
+            }),
+        );
+        let long = u64::from(u32::MAX) + 10;
+        batch.push(FoldSpan {
+            parent_span_id: 99,
+            start_ticks: start,
+            duration_ticks: LONG_TURN,
+            ..fold_span(5)
+        });
+        batch.note_last(SpanNote::LongTurn(long));
+        batch.note_last(transition("uid-1"));
+        ex.queue().push_folds(&mut batch);
+        assert!(ex.flush(Duration::from_secs(5)));
+        let got = sink.0.lock().unwrap().clone();
+        assert_eq!(got.len(), 2);
+        let attr = |s: &SpanData, k: &str| {
+            s.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == k)
+                .map(|kv| kv.value.to_string())
+        };
+        assert_eq!(got[0].name, "pod");
+        assert_eq!(got[0].span_context.span_id(), SpanId::from(99u64));
+        assert_eq!(got[0].parent_span_id, SpanId::INVALID);
+        assert_eq!(attr(&got[0], "k8s.pod.uid").as_deref(), Some("uid-1"));
+        assert_eq!(attr(&got[0], "k8s.pod").as_deref(), Some("default/web"));
+        assert_eq!(attr(&got[0], "k8s.pod.name").as_deref(), Some("web"));
+        assert_eq!(
+            attr(&got[0], "k8s.namespace.name").as_deref(),
+            Some("default")
+        );
+        // the record's span: its own id from its seq, under the root, its full length kept
+        assert_eq!(got[1].name, "fold PodAdded");
+        assert_eq!(
+            got[1].span_context.span_id(),
+            SpanId::from(SeqSpanIds::new(7).of(5))
+        );
+        assert_eq!(got[1].parent_span_id, SpanId::from(99u64));
+        assert_eq!(
+            got[1].end_time.duration_since(got[1].start_time).unwrap(),
+            Duration::from_nanos(watch.ticks_to_nanos(long))
+        );
+        assert_eq!(
+            got[1].events.events.len(),
+            1,
+            "both notes of one span are read"
+        );
+        // ticks become wall time (anchored on the export thread)
+        let skew = got[0]
+            .start_time
+            .duration_since(before)
+            .unwrap_or_else(|e| e.duration());
+        assert!(skew < Duration::from_secs(5), "{skew:?}");
+        ex.shutdown(Duration::from_secs(1));
     }
 
     #[test]
@@ -918,8 +1163,8 @@ mod tests {
         let mut b = FoldBatch::default();
         for i in 0..6 {
             match i {
-                1 => b.push_with_transition(fold_span(i), transition("a")),
-                4 => b.push_with_transition(fold_span(i), transition("b")),
+                1 => b.push_with(fold_span(i), transition("a")),
+                4 => b.push_with(fold_span(i), transition("b")),
                 _ => b.push(fold_span(i)),
             }
         }
@@ -928,27 +1173,21 @@ mod tests {
             front.spans.iter().map(|s| s.seq).collect::<Vec<_>>(),
             [0, 1, 2]
         );
-        assert_eq!(front.transitions.len(), 1);
-        assert_eq!(
-            (front.transitions[0].0, front.transitions[0].1.uid.as_str()),
-            (1, "a")
-        );
+        assert_eq!(front.notes.len(), 1);
+        assert_eq!((front.notes[0].0, noted_uid(&front.notes[0].1)), (1, "a"));
         assert_eq!(b.spans.iter().map(|s| s.seq).collect::<Vec<_>>(), [3, 4, 5]);
-        assert_eq!(
-            (b.transitions[0].0, b.transitions[0].1.uid.as_str()),
-            (1, "b")
-        );
-        let scope = InstrumentationScope::builder(SCOPE).build();
+        assert_eq!((b.notes[0].0, noted_uid(&b.notes[0].1)), (1, "b"));
+        let conversion = Conversion::new(InstrumentationScope::builder(SCOPE).build());
         let mut out = Vec::new();
-        b.drain_into(&scope, &mut out);
-        assert!(b.is_empty() && b.transitions.is_empty());
+        b.drain_into(&conversion, &mut out);
+        assert!(b.is_empty() && b.notes.is_empty());
         let events: Vec<usize> = out.iter().map(|s| s.events.events.len()).collect();
         assert_eq!(events, [0, 1, 0]);
         let mut t = FoldBatch::default();
         t.push(fold_span(0));
-        t.push_with_transition(fold_span(1), transition("c"));
+        t.push_with(fold_span(1), transition("c"));
         t.truncate(1);
-        assert!(t.transitions.is_empty());
+        assert!(t.notes.is_empty());
     }
 
     #[test]

@@ -95,6 +95,18 @@ impl UidKey {
         UidKey::of_bytes(uid.as_bytes())
     }
 
+    /// 64 bits mixed from the key and `seed`: the same key and seed always give the same
+    /// value, other seeds values that look independent of it (ids derived from a pod's UID,
+    /// not secrets).
+    #[inline]
+    pub fn digest(&self, seed: u64) -> u64 {
+        let mut h = UidHasher { hash: seed };
+        h.add(self.head);
+        h.add(self.tail);
+        h.add(self.len);
+        h.finish()
+    }
+
     /// The key of text given as bytes (what [`UidHasher`] hashes).
     #[inline]
     fn of_bytes(b: &[u8]) -> UidKey {

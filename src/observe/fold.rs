@@ -29,12 +29,14 @@ use std::time::Duration;
 
 use crate::core::update::UpdateType;
 use crate::core::{pod, Command, Node, Uid};
-use crate::ledger::event::{RuntimeAction, SyncFinished};
+use crate::ledger::event::RuntimeAction;
 use crate::ledger::{Event, Record, Time, TraceParent};
 
 use super::clock::{Stopwatch, TickHistograms};
-use super::context::{IdGen, RootSampler};
-use super::export::{FoldBatch, FoldSpan, SpanQueue, Transition};
+use super::context::{IdGen, RootSampler, SeqSpanIds};
+use super::export::{
+    FoldBatch, FoldSpan, PodRoot, SpanNote, SpanQueue, Transition, LONG_TURN, POD_ROOT_KIND,
+};
 use super::exposition::{Histogram, Text};
 use super::fasthash::{UidHashMap, UidKey, UidKeyMap};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
@@ -58,7 +60,7 @@ pub const TRANSITION_BUCKETS: &[f64] = &[
 pub const SPAN_BUFFER: usize = 128;
 /// Longest time a fold span waits in the engine's buffer while records keep coming.
 pub const SPAN_BUFFER_AGE_MS: u64 = 20;
-/// Pods remembered for trace parenting and pod start metrics (oldest forgotten first).
+/// Pods remembered for pod start metrics and as having a root span (oldest forgotten first).
 pub const MAX_TRACKED_PODS: usize = 16_384;
 
 /// A pod worker's lifecycle phase, for transitions (the core's [`WorkerPhase`]).
@@ -116,96 +118,173 @@ pub struct Opened {
 }
 
 /// Creates fold spans and hands them to the export queue in batches.
+///
+/// A pod's trace is derived, not looked up: its trace id and the span id of its root are
+/// digests of the pod's UID (its [`UidKey`]) with seeds drawn once per tracer, so a record
+/// without a parent span joins its pod's trace with a few multiplications instead of a
+/// hash-map lookup per record. The root span itself (`pod`, with the pod's attributes) is
+/// made once, when the pod is first seen ([`FoldTracer::saw_pod`]: its first `PodAdded`, or
+/// the `UpdatePod` that finds it in the runtime as an orphan).
 pub struct FoldTracer {
     sampler: RootSampler,
+    /// Trace ids of traces that are not a pod's.
     ids: IdGen,
+    /// Every record's span id, from its seq.
+    span_ids: SeqSpanIds,
     queue: Arc<SpanQueue>,
     buffer: FoldBatch,
     /// Stopwatch ticks when the oldest buffered span was finished.
     buffered_since: Option<u64>,
     /// [`SPAN_BUFFER_AGE_MS`] in stopwatch ticks.
     max_age_ticks: u64,
-    /// The first span of each pod's trace: later inputs about the pod join that trace.
-    /// Keyed by [`UidKey`]: a lookup per record without reading the UID's text out of
-    /// line (two pods with one key would share a trace; see `UidKey`).
-    pods: UidKeyMap<TraceParent>,
-    pod_order: std::collections::VecDeque<UidKey>,
+    /// Seeds of the pods' trace ids and root span ids.
+    pod_seeds: [u64; 2],
+    /// Pods whose root span was made, so a pod seen again (a static pod's manifest added
+    /// back, a pod recreated with its UID) gets no second root. Only read when a pod is
+    /// seen, never per record; the oldest are forgotten past [`MAX_TRACKED_PODS`].
+    rooted: UidKeyMap<()>,
+    rooted_order: std::collections::VecDeque<UidKey>,
+    /// A root span to buffer with the span of the record being folded.
+    pending_root: Option<(TraceParent, PodRoot)>,
 }
 
 impl FoldTracer {
     /// A tracer feeding `queue`.
-    pub fn new(sampler: RootSampler, ids: IdGen, queue: Arc<SpanQueue>) -> FoldTracer {
+    pub fn new(sampler: RootSampler, mut ids: IdGen, queue: Arc<SpanQueue>) -> FoldTracer {
         static MAX_AGE_TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let pod_seeds = [ids.span_id(), ids.span_id()];
+        let span_ids = SeqSpanIds::new(ids.span_id());
+        let mut buffer = FoldBatch::with_capacity(SPAN_BUFFER);
+        buffer.span_seed = span_ids.seed();
         FoldTracer {
             sampler,
             ids,
+            span_ids,
             queue,
-            buffer: FoldBatch::with_capacity(SPAN_BUFFER),
+            buffer,
             buffered_since: None,
             max_age_ticks: *MAX_AGE_TICKS
                 .get_or_init(|| Stopwatch::new().ticks_within(SPAN_BUFFER_AGE_MS * 1_000_000)),
-            pods: UidKeyMap::default(),
-            pod_order: std::collections::VecDeque::new(),
+            pod_seeds,
+            rooted: UidKeyMap::default(),
+            rooted_order: std::collections::VecDeque::new(),
+            pending_root: None,
         }
     }
 
+    /// The span of the record with `seq`, under `parent`.
     #[inline]
-    fn child(&mut self, parent: TraceParent) -> Opened {
+    fn child(&self, parent: TraceParent, seq: u64) -> Opened {
         Opened {
-            ctx: parent.child(self.ids.span_id()),
+            ctx: parent.child(self.span_ids.of(seq)),
             parent_span_id: parent.span_id(),
         }
     }
 
     #[inline]
-    fn open(&mut self, parent: Parent, event: &Event) -> Opened {
+    fn open(&mut self, parent: Parent, event: &Event, seq: u64) -> Opened {
         match parent {
-            Parent::Record(Some(p)) | Parent::Input(Some(p)) => self.child(p),
-            Parent::Record(None) | Parent::Input(None) => self.open_root(event),
+            Parent::Record(Some(p)) | Parent::Input(Some(p)) => self.child(p, seq),
+            Parent::Record(None) | Parent::Input(None) => self.open_root(event, seq),
         }
     }
 
+    /// The root span of the pod with `key`: the same for every record about the pod, made
+    /// from the key alone (sampled by its trace id, as any root).
+    ///
+    /// One 64-bit digest of the key makes both ids (the low half of the trace id, which the
+    /// sampler reads, and the span id are the digest's bits rotated and mixed with the
+    /// second seed), so two pods share a trace only if their keys' digests collide: about
+    /// 10⁻¹¹ among the [`MAX_TRACKED_PODS`] pods, the odds of a `UidKey` collision.
+    #[inline]
+    fn pod_root(&self, key: UidKey) -> TraceParent {
+        let [seed, other] = self.pod_seeds;
+        let d = key.digest(seed);
+        let low = (d.rotate_left(29) ^ other).max(1);
+        let trace_id = (u128::from(d) << 64) | u128::from(low);
+        let span_id = (d.rotate_left(43) ^ other.rotate_left(17))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .max(1);
+        TraceParent::new(trace_id, span_id, self.sampler.sample_root(trace_id))
+    }
+
     /// A record without a parent span joins its pod's trace, else starts a trace.
-    #[inline(never)]
-    fn open_root(&mut self, event: &Event) -> Opened {
-        let key = event.pod_uid_str().map(UidKey::of);
-        if let Some(root) = key.and_then(|k| self.pods.get(&k)).copied() {
-            return self.child(root);
+    #[inline]
+    fn open_root(&mut self, event: &Event, seq: u64) -> Opened {
+        if let Some(uid) = event.pod_uid_str() {
+            let root = self.pod_root(UidKey::of(uid));
+            return self.child(root, seq);
         }
         let trace_id = self.ids.trace_id();
         let ctx = TraceParent::new(
             trace_id,
-            self.ids.span_id(),
+            self.span_ids.of(seq),
             self.sampler.sample_root(trace_id),
         );
-        if let Some(k) = key {
-            self.remember(k, ctx);
-        }
         Opened {
             ctx,
             parent_span_id: 0,
         }
     }
 
-    fn remember(&mut self, uid: UidKey, ctx: TraceParent) {
-        if self.pods.len() >= MAX_TRACKED_PODS {
-            while let Some(old) = self.pod_order.pop_front() {
-                if self.pods.remove(&old).is_some() {
-                    break;
-                }
-            }
-        }
-        self.pod_order.push_back(uid);
-        self.pods.insert(uid, ctx);
-    }
-
+    /// A pod is seen (added, or found in the runtime): the first time, its root span is
+    /// buffered with the span of the record being folded.
     #[cold]
     #[inline(never)]
-    fn forget(&mut self, uid: &Uid) {
-        self.pods.remove(&UidKey::of(uid.as_str()));
-        if self.pod_order.len() > 2 * MAX_TRACKED_PODS {
-            let pods = &self.pods;
-            self.pod_order.retain(|u| pods.contains_key(u));
+    fn saw_pod(&mut self, uid: &Uid, namespace: &str, name: &str) {
+        let key = UidKey::of(uid.as_str());
+        if self.rooted.contains_key(&key) {
+            return;
+        }
+        if self.rooted.len() >= MAX_TRACKED_PODS {
+            if let Some(old) = self.rooted_order.pop_front() {
+                self.rooted.remove(&old);
+            }
+        }
+        self.rooted_order.push_back(key);
+        self.rooted.insert(key, ());
+        let ctx = self.pod_root(key);
+        if ctx.sampled() {
+            let pod = PodRoot {
+                span_id: ctx.span_id(),
+                uid: uid.clone(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            };
+            self.pending_root = Some((ctx, pod));
+        }
+    }
+
+    /// Buffers the root span noted by [`FoldTracer::saw_pod`], if any: it starts and ends
+    /// where the turn of the record that saw the pod starts.
+    #[cold]
+    #[inline(never)]
+    fn root_pending(&mut self, seq: u64, now_ticks: u64) {
+        let Some((ctx, pod)) = self.pending_root.take() else {
+            return;
+        };
+        self.make_room(now_ticks);
+        self.buffer.push_with(
+            FoldSpan {
+                trace_id: ctx.trace_id_bytes(),
+                parent_span_id: 0,
+                seq,
+                start_ticks: now_ticks,
+                duration_ticks: 0,
+                kind: POD_ROOT_KIND,
+                flags: ctx.flags(),
+            },
+            SpanNote::PodRoot(pod),
+        );
+    }
+
+    #[inline]
+    fn make_room(&mut self, now_ticks: u64) {
+        if self.buffer.len() >= SPAN_BUFFER {
+            self.flush();
+        }
+        if self.buffer.is_empty() {
+            self.buffered_since = Some(now_ticks);
         }
     }
 
@@ -213,24 +292,31 @@ impl FoldTracer {
     /// turn ends ([`FoldTracer::end_last`]). Every span already buffered is finished.
     #[inline]
     fn begin(&mut self, span: FoldSpan, transition: Option<Transition>, now_ticks: u64) {
-        if self.buffer.len() >= SPAN_BUFFER {
-            self.flush();
-        }
-        if self.buffer.is_empty() {
-            self.buffered_since = Some(now_ticks);
-        }
+        self.make_room(now_ticks);
         match transition {
             None => self.buffer.push(span),
-            Some(t) => self.buffer.push_with_transition(span, t),
+            Some(t) => self.buffer.push_with(span, SpanNote::Transition(t)),
         }
     }
 
-    /// Sets the duration of the last buffered span (its turn ended).
+    /// Sets the duration of the last buffered span (its turn ended after `ticks`).
     #[inline]
-    fn end_last(&mut self, duration_ns: u64) {
+    fn end_last(&mut self, ticks: u64) {
         if let Some(s) = self.buffer.spans.last_mut() {
-            s.duration_ns = duration_ns;
+            match u32::try_from(ticks) {
+                Ok(t) if t != LONG_TURN => s.duration_ticks = t,
+                _ => self.long_turn(ticks),
+            }
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn long_turn(&mut self, ticks: u64) {
+        if let Some(s) = self.buffer.spans.last_mut() {
+            s.duration_ticks = LONG_TURN;
+        }
+        self.buffer.note_last(SpanNote::LongTurn(ticks));
     }
 
     #[inline]
@@ -290,11 +376,6 @@ pub struct FoldObserver {
     containers_per_pod: Histogram,
     restarted_pods: [u64; 2],
     orphaned_runtime_pods: u64,
-    /// The current input's `at` (Unix ns) and the stopwatch ticks of its first fold: a fold
-    /// span starts at `at` plus the time elapsed since.
-    input_at_unix_ns: u64,
-    input_base_ticks: u64,
-    base_pending: bool,
     tracer: Option<FoldTracer>,
     /// Folds that changed some worker's phase (tests check that most folds skip the lookup).
     #[cfg(test)]
@@ -323,9 +404,6 @@ impl FoldObserver {
             containers_per_pod: Histogram::new(CONTAINERS_PER_POD_BUCKETS),
             restarted_pods: [0; 2],
             orphaned_runtime_pods: 0,
-            input_at_unix_ns: 0,
-            input_base_ticks: 0,
-            base_pending: true,
             tracer,
             #[cfg(test)]
             logged_folds: 0,
@@ -337,32 +415,19 @@ impl FoldObserver {
         self.tracer.is_some()
     }
 
-    /// Marks the start of an input appended at `at` (span times are `at` plus the monotonic
-    /// time elapsed since).
+    /// The span (and so the `trace`) of the record about to be appended with `seq`.
     #[inline]
-    pub fn begin_input(&mut self, at: Time) {
-        // the monotonic base is taken by the input's first fold (one clock read less)
-        self.input_at_unix_ns = at.unix_nanos().max(0) as u64;
-        self.base_pending = true;
+    pub fn open(&mut self, parent: Parent, event: &Event, seq: u64) -> Option<Opened> {
+        self.tracer.as_mut().map(|t| t.open(parent, event, seq))
     }
 
-    /// The span (and so the `trace`) of a record about to be appended.
-    #[inline]
-    pub fn open(&mut self, parent: Parent, event: &Event) -> Option<Opened> {
-        self.tracer.as_mut().map(|t| t.open(parent, event))
-    }
-
-    /// The first span of a pod's trace, if the pod is known.
+    /// The root span of a pod's trace (`None` without tracing).
     pub fn pod_trace(&self, uid: &Uid) -> Option<TraceParent> {
-        self.tracer
-            .as_ref()?
-            .pods
-            .get(&UidKey::of(uid.as_str()))
-            .copied()
+        Some(self.tracer.as_ref()?.pod_root(UidKey::of(uid.as_str())))
     }
 
     /// The span a command's own span hangs under: the span of the record whose fold emitted
-    /// it (its `trace`), or for a status sync started by a node-wide pass, the pod's first
+    /// it (its `trace`), or for a status sync started by a node-wide pass, the pod's root
     /// span. `None` without tracing.
     #[inline]
     pub fn command_parent(
@@ -374,7 +439,7 @@ impl FoldObserver {
         let trace = cause_trace?;
         match command {
             Command::SyncPodStatus(c) if cause.pod_uid_str() != Some(c.uid.as_str()) => {
-                Some(self.pod_trace(&c.uid).unwrap_or(trace))
+                self.pod_trace(&c.uid)
             }
             _ => Some(trace),
         }
@@ -407,6 +472,9 @@ impl FoldObserver {
             Event::PodAdded(c) => self.pod_added(node, record.at, &c.pod),
             Event::UpdatePod(u) if u.running_pod.is_some() && u.pod.is_none() => {
                 self.orphaned_runtime_pods += 1;
+                if let (Some(t), Some(p)) = (self.tracer.as_mut(), &u.running_pod) {
+                    t.saw_pod(&p.uid, &p.namespace, &p.name);
+                }
             }
             _ => {}
         }
@@ -417,10 +485,6 @@ impl FoldObserver {
         // one clock read per record: the start of this fold is the end of the last turn
         let started = self.watch.ticks();
         self.end_turn(started);
-        if self.base_pending {
-            self.input_base_ticks = started;
-            self.base_pending = false;
-        }
         let commands = crate::core::fold(node, record);
         let kind = record.event.kind_index();
         let transition = if node.pod_workers.phase_log().is_empty() {
@@ -434,31 +498,25 @@ impl FoldObserver {
             self.pod_start_progress(node, record, &commands);
         }
         let mut traced = false;
-        if let (Some(t), Some(o)) = (self.tracer.as_mut(), opened) {
-            if o.ctx.sampled() {
-                let start_unix_ns =
-                    self.input_at_unix_ns + self.watch.nanos(self.input_base_ticks, started);
+        if let Some(t) = self.tracer.as_mut() {
+            if t.pending_root.is_some() {
+                t.root_pending(record.seq, started);
+            }
+            if let Some(o) = opened.filter(|o| o.ctx.sampled()) {
                 t.begin(
                     FoldSpan {
-                        ctx: o.ctx,
+                        trace_id: o.ctx.trace_id_bytes(),
                         parent_span_id: o.parent_span_id,
                         seq: record.seq,
-                        start_unix_ns,
-                        duration_ns: 0,
-                        kind: kind as u16,
+                        start_ticks: started,
+                        duration_ticks: 0,
+                        kind: kind as u8,
+                        flags: o.ctx.flags(),
                     },
                     transition,
                     started,
                 );
                 traced = true;
-            }
-            if let Event::SyncFinished(SyncFinished {
-                uid,
-                work: crate::core::command::WorkType::Terminated,
-                ..
-            }) = &record.event
-            {
-                t.forget(uid);
             }
         }
         self.turn = Some(Turn {
@@ -481,7 +539,7 @@ impl FoldObserver {
             .observe(turn.kind, now.wrapping_sub(turn.started));
         if let Some(t) = self.tracer.as_mut() {
             if turn.traced {
-                t.end_last(self.watch.nanos(turn.started, now));
+                t.end_last(now.saturating_sub(turn.started));
             }
             t.flush_if_old(now);
         }
@@ -567,6 +625,9 @@ impl FoldObserver {
     #[inline(never)]
     fn pod_added(&mut self, node: &Node, at: Time, p: &k8s_openapi::api::core::v1::Pod) {
         let uid = pod::uid(p);
+        if let Some(t) = self.tracer.as_mut() {
+            t.saw_pod(&uid, pod::namespace(p), pod::name(p));
+        }
         let is_static = pod::is_static(p);
         // kubelet_restarted_pods_total: the same UID comes back after its worker finished
         if let Some(s) = node.pod_workers.status(&uid) {
@@ -856,10 +917,9 @@ mod tests {
         let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).take(5).cloned().collect();
         let mut node = Node::default();
         // one input: five records folded back to back
-        observer.begin_input(records[0].at);
         let kind = |r: &Record| r.event.kind_index();
         for (i, r) in records.iter().enumerate() {
-            let opened = observer.open(Parent::Input(None), &r.event);
+            let opened = observer.open(Parent::Input(None), &r.event, r.seq);
             let _ = observer.fold(&mut node, r, opened);
             std::thread::sleep(Duration::from_millis(2));
             // records are counted when folded; a turn is timed when it ends
@@ -885,9 +945,22 @@ mod tests {
             .sum();
         assert_eq!(folded, 5);
         assert!(exporting.flush(Duration::from_secs(5)));
-        let mut spans = sink.0.lock().unwrap().clone();
+        let (roots, mut spans): (Vec<_>, Vec<_>) = sink
+            .0
+            .lock()
+            .unwrap()
+            .clone()
+            .into_iter()
+            .partition(|s| s.name == "pod");
         spans.sort_by_key(|s| s.start_time);
         assert_eq!(spans.len(), 5);
+        // the pods added among the five records start their traces with a root span each
+        let added = records
+            .iter()
+            .filter(|r| matches!(r.event, Event::PodAdded(_)))
+            .count();
+        assert!(added > 0);
+        assert_eq!(roots.len(), added);
         for (a, b) in spans.iter().zip(&spans[1..]) {
             // each turn ends where the next begins (to the nanosecond: each end is converted
             // from ticks on its own)
@@ -967,7 +1040,6 @@ mod tests {
         let mut observer = FoldObserver::default();
         let mut node = Node::default();
         for r in &records {
-            observer.begin_input(r.at);
             let _ = observer.fold(&mut node, r, None);
         }
         assert!(total.len() > 20, "{} pods started", total.len());
@@ -1005,7 +1077,6 @@ mod tests {
         let mut node = Node::default();
         let mut observer = FoldObserver::default();
         for r in &records {
-            observer.begin_input(r.at);
             let _ = observer.fold(&mut node, r, None);
         }
         let got: BTreeMap<(Phase, Phase), u64> = observer
