@@ -896,6 +896,118 @@ mod tests {
         }
     }
 
+    /// Folds `records` with a tracer (every trace sampled) as the engine does for inputs
+    /// without a parent span, and returns the exported spans.
+    fn traced_spans(records: &[Arc<Record>]) -> Vec<opentelemetry_sdk::trace::SpanData> {
+        use crate::observe::export::{ExportOptions, Exporting};
+        let sink = Sink::default();
+        let s = sink.clone();
+        let exporting = Exporting::start(
+            &ExportOptions {
+                max_queue_size: 1 << 20,
+                ..ExportOptions::default()
+            },
+            opentelemetry_sdk::Resource::builder_empty().build(),
+            move || Ok(s),
+        )
+        .unwrap();
+        let tracer = FoldTracer::new(
+            RootSampler::new(1_000_000),
+            IdGen::seeded(11),
+            exporting.queue().clone(),
+        );
+        let mut observer = FoldObserver::new(Some(tracer));
+        let mut node = Node::default();
+        for r in records {
+            let opened = observer.open(Parent::Input(None), &r.event, r.seq);
+            let _ = observer.fold(&mut node, r, opened);
+        }
+        observer.idle();
+        assert!(exporting.flush(Duration::from_secs(5)));
+        exporting.shutdown(Duration::from_secs(1));
+        let spans = sink.0.lock().unwrap().clone();
+        spans
+    }
+
+    #[test]
+    fn records_without_a_parent_join_their_pods_trace_under_one_root_made_when_the_pod_is_first_seen(
+    ) {
+        use opentelemetry::trace::SpanId;
+        let sim = crate::sim::scenarios::busy_node(20, 6 * 60 * 1000);
+        let mut records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
+        // a pod added again later (a static pod's manifest back) gets no second root
+        let again = records
+            .iter()
+            .find(|r| matches!(r.event, Event::PodAdded(_)))
+            .cloned()
+            .unwrap();
+        let last = records.last().unwrap().seq;
+        records.push(Arc::new(Record {
+            seq: last + 1,
+            ..(*again).clone()
+        }));
+        let spans = traced_spans(&records);
+        let attr = |s: &opentelemetry_sdk::trace::SpanData, k: &str| {
+            s.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == k)
+                .map(|kv| kv.value.to_string())
+        };
+        let roots: BTreeMap<String, &opentelemetry_sdk::trace::SpanData> = spans
+            .iter()
+            .filter(|s| s.name == "pod")
+            .map(|s| (attr(s, "k8s.pod.uid").expect("a root names its pod"), s))
+            .collect();
+        let added: std::collections::BTreeSet<String> = records
+            .iter()
+            .filter_map(|r| match &r.event {
+                Event::PodAdded(c) => Some(pod::uid(&c.pod).as_str().to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            spans.iter().filter(|s| s.name == "pod").count(),
+            added.len(),
+            "one root per pod, however often it is added"
+        );
+        assert_eq!(
+            roots.keys().cloned().collect::<Vec<_>>(),
+            added.into_iter().collect::<Vec<_>>()
+        );
+        for root in roots.values() {
+            assert_eq!(root.parent_span_id, SpanId::INVALID);
+            assert!(attr(root, "k8s.pod").is_some_and(|p| p.contains('/')));
+        }
+        // every record about a pod is a child of that pod's root, in its trace; each span's
+        // id is its own
+        let by_seq: BTreeMap<u64, &Record> = records.iter().map(|r| (r.seq, &**r)).collect();
+        let mut about_pods = 0;
+        let mut ids = std::collections::BTreeSet::new();
+        for s in spans.iter().filter(|s| s.name != "pod") {
+            assert!(
+                ids.insert(s.span_context.span_id().to_bytes()),
+                "{} repeats a span id",
+                s.name
+            );
+            let seq: u64 = attr(s, "ledgerlet.record.seq").unwrap().parse().unwrap();
+            let Some(uid) = by_seq[&seq].event.pod_uid_str() else {
+                assert_eq!(s.parent_span_id, SpanId::INVALID, "{}: a new root", s.name);
+                continue;
+            };
+            about_pods += 1;
+            let root = roots[uid];
+            assert_eq!(s.span_context.trace_id(), root.span_context.trace_id());
+            assert_eq!(s.parent_span_id, root.span_context.span_id(), "{}", s.name);
+        }
+        assert!(about_pods > 100, "{about_pods} records about pods");
+        // pods' traces are apart
+        let traces: std::collections::BTreeSet<_> = roots
+            .values()
+            .map(|r| r.span_context.trace_id().to_bytes())
+            .collect();
+        assert_eq!(traces.len(), roots.len());
+    }
+
     #[test]
     fn a_records_turn_runs_until_the_next_fold_starts_or_the_engine_is_idle() {
         use crate::observe::export::{ExportOptions, Exporting};
