@@ -52,8 +52,11 @@ impl SpanExporter for Sink {
 #[derive(Clone, Copy)]
 enum Origin {
     /// Derived: folded right after the record whose fold emitted it (depth-first), whose
-    /// `trace` the engine has in hand.
-    Derived,
+    /// `trace` the engine has in hand: its queue entry carries it. Here it is on the bench's
+    /// stack of records with pending children, under `pops` entries whose children are all
+    /// folded (worked out in [`workload`], so the timed loop reads nothing from the record
+    /// to find its parent, as the engine reads nothing).
+    Derived { pops: u32 },
     /// An input, with the trace context the shell sends with it.
     Input(Option<TraceParent>),
 }
@@ -67,7 +70,11 @@ fn workload(pods: usize, ms: u64) -> Vec<(Arc<Record>, Origin)> {
     let mut pending: Vec<(u64, usize)> = Vec::new();
     let mut ids = IdGen::seeded(0x5eed);
     let mut out = Vec::with_capacity(records.len());
-    for r in records {
+    // the timed loop's stack (`fold_on`'s chain): cleared at each input, a record pushed
+    // after its fold appended records
+    let mut chain: Vec<u64> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r.seq, records[0].seq + i as u64, "seqs follow each other");
         while pending.last().is_some_and(|(_, n)| *n == 0) {
             pending.pop();
         }
@@ -75,7 +82,13 @@ fn workload(pods: usize, ms: u64) -> Vec<(Arc<Record>, Origin)> {
             Some((seq, n)) => {
                 assert_eq!(r.cause, Some(*seq), "record {} is not derived", r.seq);
                 *n -= 1;
-                Origin::Derived
+                let mut pops = 0;
+                while chain.last().is_some_and(|s| Some(*s) != r.cause) {
+                    chain.pop();
+                    pops += 1;
+                }
+                assert!(!chain.is_empty(), "record {}: its parent is stacked", r.seq);
+                Origin::Derived { pops }
             }
             // a timer fires outside any span; other outcomes are reported from inside their
             // command's span
@@ -86,14 +99,18 @@ fn workload(pods: usize, ms: u64) -> Vec<(Arc<Record>, Origin)> {
                 }
             },
         };
-        let appended = fold(&mut node, &r)
+        if let Origin::Input(_) = origin {
+            chain.clear();
+        }
+        let appended = fold(&mut node, r)
             .iter()
             .filter(|c| matches!(c, Command::Append(_)))
             .count();
         if appended > 0 {
             pending.push((r.seq, appended));
+            chain.push(r.seq);
         }
-        out.push((r, origin));
+        out.push((r.clone(), origin));
     }
     out
 }
@@ -107,28 +124,29 @@ fn fold_off(records: &[(Arc<Record>, Origin)]) -> Node {
 }
 
 /// What `Engine::submit` does around each fold, with the ledger append left out (the
-/// records exist already) as it is in [`fold_off`].
+/// records exist already) as it is in [`fold_off`]. As in the engine, nothing is read from a
+/// record before its fold but its event: the seq comes from a counter (the engine's ledger
+/// knows its next seq) and a derived record's parent from the stack (the engine's queue).
 /// With `tracing` `None`, what it does with metrics alone (no trace contexts, no spans).
 fn fold_on(records: &[(Arc<Record>, Origin)], tracing: Option<&Tracing>) -> Node {
     let mut node = Node::default();
     let mut observer = FoldObserver::new(tracing.map(Tracing::fold_tracer));
-    // the records whose derived records are still to come, with their trace (the engine's
-    // queue of pending derived records holds the same)
-    let mut chain: Vec<(u64, Option<TraceParent>)> = Vec::new();
-    for (r, origin) in records {
+    // the traces of the records whose derived records are still to come (the engine's queue
+    // of pending derived records holds the same)
+    let mut chain: Vec<Option<TraceParent>> = Vec::new();
+    let first_seq = records.first().map_or(0, |(r, _)| r.seq);
+    for (seq, (r, origin)) in (first_seq..).zip(records) {
         let parent = match *origin {
-            Origin::Derived => {
-                while chain.last().is_some_and(|(seq, _)| Some(*seq) != r.cause) {
-                    chain.pop();
-                }
-                Parent::Record(chain.last().and_then(|(_, t)| *t))
+            Origin::Derived { pops } => {
+                chain.truncate(chain.len() - pops as usize);
+                Parent::Record(chain.last().copied().flatten())
             }
             Origin::Input(trace) => {
                 chain.clear();
                 Parent::Input(trace)
             }
         };
-        let opened = observer.open(parent, &r.event, r.seq);
+        let opened = observer.open(parent, &r.event, seq);
         let trace = opened.map(|o| o.ctx);
         let commands = observer.fold(&mut node, r, opened);
         let mut appended = false;
@@ -141,7 +159,7 @@ fn fold_on(records: &[(Arc<Record>, Origin)], tracing: Option<&Tracing>) -> Node
             }
         }
         if appended {
-            chain.push((r.seq, trace));
+            chain.push(trace);
         }
     }
     observer.idle();
