@@ -17,9 +17,10 @@
 //! children of their cause's span (the cost of a child is the same), so the bench's traces
 //! are not the agent's trees. It also reports metrics alone (the observer without a tracer,
 //! as the agent runs without `--tracing-endpoint`). Rounds alternate off, on and metrics
-//! alone; the verdict is the median over 15 rounds of on / off within a round (the machine's
-//! speed drifts between rounds more than within one), and freed memory stays with the
-//! allocator between rounds (see [`keep_freed_memory`]). Under `cargo test` (no `--bench`
+//! alone; a process's figure is the median over 15 rounds of on / off within a round (the
+//! machine's speed drifts between rounds more than within one), and the verdict is the median
+//! of [`PROCESSES`] such processes (the figure spreads between processes); freed memory stays
+//! with the allocator between rounds (see [`keep_freed_memory`]). Under `cargo test` (no `--bench`
 //! argument) it runs one short round of each as a smoke test and checks nothing.
 
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,14 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
 const TARGET_RATIO: f64 = 0.90;
+
+/// Processes a `--bench` run measures in. A process's verdict spreads by ± 3 points from one
+/// process to the next (standard deviation 2.5–3.3 points over 30 runs, 2026-11-26), and
+/// more rounds within a process do not narrow it (31 rounds: 2.8), so the spread is between
+/// processes (code and heap layout, the host), and the verdict is the median over several.
+const PROCESSES: usize = 5;
+/// Set in a measuring process (its index): it measures and prints its own line.
+const PROCESS_ENV: &str = "LEDGERLET_FOLD_OBSERVED_PROCESS";
 
 /// Counts what it receives (a collector that keeps up).
 #[derive(Debug, Clone, Default)]
@@ -187,9 +196,52 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Runs [`PROCESSES`] measuring processes (this binary again), one after the other, prints
+/// their lines and the median of their on / off.
+fn measure_in_processes() {
+    let exe = std::env::current_exe().expect("the bench's own binary");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut ratios = Vec::new();
+    for i in 0..PROCESSES {
+        let out = std::process::Command::new(&exe)
+            .args(&args)
+            .env(PROCESS_ENV, i.to_string())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("start a measuring process");
+        let text = String::from_utf8_lossy(&out.stdout);
+        print!("{text}");
+        assert!(
+            out.status.success(),
+            "measuring process {i}: {}",
+            out.status
+        );
+        let ratio = text
+            .lines()
+            .filter_map(|l| l.split("on / off in the same round: median ").nth(1))
+            .filter_map(|rest| rest.split(' ').next()?.parse::<f64>().ok())
+            .next()
+            .expect("a measuring process prints its on / off");
+        ratios.push(ratio);
+    }
+    let each: Vec<String> = ratios.iter().map(|r| format!("{r:.1} %")).collect();
+    let ratio = median(ratios) / 100.0;
+    println!(
+        "fold_observed: on / off, median over {PROCESSES} processes: {:.1} % (each: {}); target >= {:.0} %: {}",
+        ratio * 100.0,
+        each.join(", "),
+        TARGET_RATIO * 100.0,
+        if ratio >= TARGET_RATIO { "met" } else { "MISSED" },
+    );
+}
+
 fn main() {
-    keep_freed_memory();
     let bench = std::env::args().any(|a| a == "--bench");
+    let process = std::env::var(PROCESS_ENV).ok();
+    if bench && process.is_none() {
+        return measure_in_processes();
+    }
+    keep_freed_memory();
     let (pods, ms, rounds) = if bench {
         (1_000, 10 * 60 * 1000, 15)
     } else {
@@ -249,12 +301,9 @@ fn main() {
         lowest * 100.0,
         highest * 100.0,
         TARGET_RATIO * 100.0,
-        if !bench {
-            "smoke run, not checked"
-        } else if ratio >= TARGET_RATIO {
-            "met"
-        } else {
-            "MISSED"
+        match process {
+            None => "smoke run, not checked".to_string(),
+            Some(i) => format!("process {} of {PROCESSES}, the verdict is their median", i),
         },
         median(metrics_ratios) * 100.0,
     );
