@@ -896,27 +896,36 @@ mod tests {
         }
     }
 
-    /// Folds `records` with a tracer (every trace sampled) as the engine does for inputs
-    /// without a parent span, and returns the exported spans.
-    fn traced_spans(records: &[Arc<Record>]) -> Vec<opentelemetry_sdk::trace::SpanData> {
-        use crate::observe::export::{ExportOptions, Exporting};
+    /// An observer with a tracer (every trace sampled, ids seeded with `seed`) whose spans
+    /// an export thread with `options` hands to a new sink.
+    fn traced_observer(
+        options: crate::observe::export::ExportOptions,
+        seed: u64,
+    ) -> (FoldObserver, crate::observe::export::Exporting, Sink) {
         let sink = Sink::default();
         let s = sink.clone();
-        let exporting = Exporting::start(
-            &ExportOptions {
-                max_queue_size: 1 << 20,
-                ..ExportOptions::default()
-            },
+        let exporting = crate::observe::export::Exporting::start(
+            &options,
             opentelemetry_sdk::Resource::builder_empty().build(),
             move || Ok(s),
         )
         .unwrap();
         let tracer = FoldTracer::new(
             RootSampler::new(1_000_000),
-            IdGen::seeded(11),
+            IdGen::seeded(seed),
             exporting.queue().clone(),
         );
-        let mut observer = FoldObserver::new(Some(tracer));
+        (FoldObserver::new(Some(tracer)), exporting, sink)
+    }
+
+    /// Folds `records` with a tracer (every trace sampled) as the engine does for inputs
+    /// without a parent span, and returns the exported spans.
+    fn traced_spans(records: &[Arc<Record>]) -> Vec<opentelemetry_sdk::trace::SpanData> {
+        let options = crate::observe::export::ExportOptions {
+            max_queue_size: 1 << 20,
+            ..Default::default()
+        };
+        let (mut observer, exporting, sink) = traced_observer(options, 11);
         let mut node = Node::default();
         for r in records {
             let opened = observer.open(Parent::Input(None), &r.event, r.seq);
@@ -1010,21 +1019,7 @@ mod tests {
 
     #[test]
     fn a_records_turn_runs_until_the_next_fold_starts_or_the_engine_is_idle() {
-        use crate::observe::export::{ExportOptions, Exporting};
-        let sink = Sink::default();
-        let s = sink.clone();
-        let exporting = Exporting::start(
-            &ExportOptions::default(),
-            opentelemetry_sdk::Resource::builder_empty().build(),
-            move || Ok(s),
-        )
-        .unwrap();
-        let tracer = FoldTracer::new(
-            RootSampler::new(1_000_000),
-            IdGen::seeded(7),
-            exporting.queue().clone(),
-        );
-        let mut observer = FoldObserver::new(Some(tracer));
+        let (mut observer, exporting, sink) = traced_observer(Default::default(), 7);
         let sim = crate::sim::scenarios::busy_node(3, 30 * 1000);
         let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).take(5).cloned().collect();
         let mut node = Node::default();
