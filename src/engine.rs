@@ -21,7 +21,7 @@ pub struct Emitted {
     /// What to do.
     pub command: Command,
     /// The span the command's own span hangs under (tracing on): the cause's span, or for a
-    /// status sync started by a node-wide pass, the pod's first span.
+    /// status sync started by a node-wide pass, the pod's root span.
     pub parent: Option<TraceParent>,
 }
 

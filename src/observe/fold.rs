@@ -2,7 +2,7 @@
 //! transitions and the kubelet's pod start metrics.
 //!
 //! Owns, for the engine: the trace context of each record (a child of its parent record's
-//! span, of the command span that reported it, or of the pod's first span; else a new root
+//! span, of the command span that reported it, or of the pod's root span; else a new root
 //! sampled by ratio), the compact fold spans handed to `observe::export`, and the metrics
 //! that must be counted per record (`ledgerlet_ledger_records_total{kind}`,
 //! `ledgerlet_fold_duration_seconds{kind}`, `ledgerlet_pod_worker_transitions_total{from,to}`,
@@ -449,9 +449,10 @@ impl FoldObserver {
     ///
     /// This runs once per record on the engine's thread, so its common path is short and
     /// touches little memory: one stopwatch read (which ends the last record's turn and
-    /// starts this one's), a bucket counter and, with tracing, one 64-byte [`FoldSpan`]
-    /// written to a batch when the turn ends. Names, attributes and OTLP types are made on
-    /// the export thread; bucket sums and seconds at scrape time.
+    /// starts this one's), a bucket counter and, with tracing, one 48-byte [`FoldSpan`]
+    /// written to a batch (its length filled in when the turn ends). Span ids, names,
+    /// attributes, wall times and OTLP types are made on the export thread; bucket sums and
+    /// seconds at scrape time.
     ///
     /// Transitions: only `UpdatePod` and `SyncFinished` are watched, and a transition is a
     /// difference between the watched worker's phase before and after the fold. The core
@@ -461,7 +462,7 @@ impl FoldObserver {
     /// costs one length check. Debug builds also look the phase up before and after every
     /// watched fold and panic if that disagrees with the log, so every test that runs the
     /// engine checks the core's notes. The rarer work (new pods, transitions, pods still
-    /// starting, records without a parent span) is out of line.
+    /// starting) is out of line.
     pub fn fold(
         &mut self,
         node: &mut Node,
