@@ -59,8 +59,9 @@ pub struct FoldSpan {
     /// The turn's length in stopwatch ticks; [`LONG_TURN`] when it does not fit, its length
     /// then in a [`SpanNote::LongTurn`].
     pub duration_ticks: u32,
-    /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name), or
-    /// [`POD_ROOT_KIND`].
+    /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name; a
+    /// pod's root span, named by its [`SpanNote::PodRoot`], has the kind of the record that
+    /// saw the pod).
     pub kind: u8,
     /// The trace flags (sampled).
     pub flags: u8,
@@ -79,10 +80,6 @@ pub struct Transition {
     /// The pod.
     pub uid: crate::core::Uid,
 }
-
-/// The `kind` of a pod's root span in a [`FoldBatch`] (no record kind has it): the span is
-/// named `pod` and carries the pod's attributes from its [`SpanNote::PodRoot`].
-pub const POD_ROOT_KIND: u8 = u8::MAX;
 
 /// The pod whose trace a root span starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,7 +100,7 @@ pub struct PodRoot {
 pub enum SpanNote {
     /// The record's fold made a pod worker transition: a `pod worker transition` event.
     Transition(Transition),
-    /// The span is a pod's root span ([`POD_ROOT_KIND`]).
+    /// The span is a pod's root span: named `pod`, with the pod's attributes.
     PodRoot(PodRoot),
     /// The turn lasted this many ticks (more than `duration_ticks` holds).
     LongTurn(u64),
@@ -264,10 +261,8 @@ impl FoldSpan {
         let kind = usize::from(self.kind);
         let mut events = SpanEvents::default();
         let (name, attributes) = match root {
-            Some(pod) if self.kind == POD_ROOT_KIND => {
-                (Cow::Borrowed("pod"), pod_attributes(self.seq, pod))
-            }
-            _ => {
+            Some(pod) => (Cow::Borrowed("pod"), pod_attributes(self.seq, pod)),
+            None => {
                 if let Some(t) = transition {
                     events.events.push(transition_event(t, end));
                 }
@@ -1073,7 +1068,7 @@ mod tests {
     #[test]
     fn a_fold_span_is_48_bytes_and_every_record_kind_fits_its_kind_byte() {
         assert_eq!(std::mem::size_of::<FoldSpan>(), 48);
-        assert!(crate::ledger::Event::KINDS.len() < usize::from(POD_ROOT_KIND));
+        assert!(crate::ledger::Event::KINDS.len() <= usize::from(u8::MAX) + 1);
     }
 
     #[test]
@@ -1090,7 +1085,6 @@ mod tests {
             ..FoldBatch::default()
         };
         let root = FoldSpan {
-            kind: POD_ROOT_KIND,
             start_ticks: start,
             duration_ticks: 0,
             ..fold_span(5)

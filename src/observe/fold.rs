@@ -34,9 +34,7 @@ use crate::ledger::{Event, Record, Time, TraceParent};
 
 use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler, SeqSpanIds};
-use super::export::{
-    FoldBatch, FoldSpan, PodRoot, SpanNote, SpanQueue, Transition, LONG_TURN, POD_ROOT_KIND,
-};
+use super::export::{FoldBatch, FoldSpan, PodRoot, SpanNote, SpanQueue, Transition, LONG_TURN};
 use super::exposition::{Histogram, Text};
 use super::fasthash::{UidHashMap, UidKey, UidKeyMap};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
@@ -144,8 +142,6 @@ pub struct FoldTracer {
     /// seen, never per record; the oldest are forgotten past [`MAX_TRACKED_PODS`].
     rooted: UidKeyMap<()>,
     rooted_order: std::collections::VecDeque<UidKey>,
-    /// A root span to buffer with the span of the record being folded.
-    pending_root: Option<(TraceParent, PodRoot)>,
 }
 
 impl FoldTracer {
@@ -168,7 +164,6 @@ impl FoldTracer {
             pod_seeds,
             rooted: UidKeyMap::default(),
             rooted_order: std::collections::VecDeque::new(),
-            pending_root: None,
         }
     }
 
@@ -227,14 +222,19 @@ impl FoldTracer {
         }
     }
 
-    /// A pod is seen (added, or found in the runtime): the first time, its root span is
-    /// buffered with the span of the record being folded.
+    /// A pod is seen (added, or found in the runtime): the first time, its root span (if
+    /// its trace is sampled), for [`FoldTracer::push_root`].
     #[cold]
     #[inline(never)]
-    fn saw_pod(&mut self, uid: &Uid, namespace: &str, name: &str) {
-        let key = UidKey::of(uid.as_str());
+    fn saw_pod(
+        &mut self,
+        uid: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(TraceParent, PodRoot)> {
+        let key = UidKey::of(uid);
         if self.rooted.contains_key(&key) {
-            return;
+            return None;
         }
         if self.rooted.len() >= MAX_TRACKED_PODS {
             if let Some(old) = self.rooted_order.pop_front() {
@@ -244,25 +244,28 @@ impl FoldTracer {
         self.rooted_order.push_back(key);
         self.rooted.insert(key, ());
         let ctx = self.pod_root(key);
-        if ctx.sampled() {
+        ctx.sampled().then(|| {
             let pod = PodRoot {
                 span_id: ctx.span_id(),
-                uid: uid.clone(),
+                uid: Uid::new(uid),
                 namespace: namespace.to_string(),
                 name: name.to_string(),
             };
-            self.pending_root = Some((ctx, pod));
-        }
+            (ctx, pod)
+        })
     }
 
-    /// Buffers the root span noted by [`FoldTracer::saw_pod`], if any: it starts and ends
-    /// where the turn of the record that saw the pod starts.
+    /// Buffers a pod's root span made by [`FoldTracer::saw_pod`] for the record with `seq`
+    /// of `kind`: it starts and ends where that record's turn starts.
     #[cold]
     #[inline(never)]
-    fn root_pending(&mut self, seq: u64, now_ticks: u64) {
-        let Some((ctx, pod)) = self.pending_root.take() else {
-            return;
-        };
+    fn push_root(
+        &mut self,
+        (ctx, pod): (TraceParent, PodRoot),
+        seq: u64,
+        kind: u8,
+        now_ticks: u64,
+    ) {
         self.make_room(now_ticks);
         self.buffer.push_with(
             FoldSpan {
@@ -271,7 +274,7 @@ impl FoldTracer {
                 seq,
                 start_ticks: now_ticks,
                 duration_ticks: 0,
-                kind: POD_ROOT_KIND,
+                kind,
                 flags: ctx.flags(),
             },
             SpanNote::PodRoot(pod),
@@ -469,16 +472,23 @@ impl FoldObserver {
         record: &Record,
         opened: Option<Opened>,
     ) -> Vec<Command> {
-        match &record.event {
-            Event::PodAdded(c) => self.pod_added(node, record.at, &c.pod),
+        // the root span of a pod this record is the first to see (tracing on, sampled)
+        let first_seen = match &record.event {
+            Event::PodAdded(c) => {
+                self.pod_added(node, record.at, &c.pod);
+                let p = &c.pod;
+                let t = self.tracer.as_mut();
+                t.and_then(|t| t.saw_pod(pod::uid_str(p), pod::namespace(p), pod::name(p)))
+            }
             Event::UpdatePod(u) if u.running_pod.is_some() && u.pod.is_none() => {
                 self.orphaned_runtime_pods += 1;
-                if let (Some(t), Some(p)) = (self.tracer.as_mut(), &u.running_pod) {
-                    t.saw_pod(&p.uid, &p.namespace, &p.name);
+                match (self.tracer.as_mut(), &u.running_pod) {
+                    (Some(t), Some(p)) => t.saw_pod(p.uid.as_str(), &p.namespace, &p.name),
+                    _ => None,
                 }
             }
-            _ => {}
-        }
+            _ => None,
+        };
         #[cfg(debug_assertions)]
         let before = watched_phase(node, &record.event);
         #[cfg(not(debug_assertions))]
@@ -500,8 +510,8 @@ impl FoldObserver {
         }
         let mut traced = false;
         if let Some(t) = self.tracer.as_mut() {
-            if t.pending_root.is_some() {
-                t.root_pending(record.seq, started);
+            if let Some(root) = first_seen {
+                t.push_root(root, record.seq, kind as u8, started);
             }
             if let Some(o) = opened.filter(|o| o.ctx.sampled()) {
                 t.begin(
@@ -626,9 +636,6 @@ impl FoldObserver {
     #[inline(never)]
     fn pod_added(&mut self, node: &Node, at: Time, p: &k8s_openapi::api::core::v1::Pod) {
         let uid = pod::uid(p);
-        if let Some(t) = self.tracer.as_mut() {
-            t.saw_pod(&uid, pod::namespace(p), pod::name(p));
-        }
         let is_static = pod::is_static(p);
         // kubelet_restarted_pods_total: the same UID comes back after its worker finished
         if let Some(s) = node.pod_workers.status(&uid) {
