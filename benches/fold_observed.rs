@@ -79,24 +79,18 @@ fn workload(pods: usize, ms: u64) -> Vec<(Arc<Record>, Origin)> {
     let mut pending: Vec<(u64, usize)> = Vec::new();
     let mut ids = IdGen::seeded(0x5eed);
     let mut out = Vec::with_capacity(records.len());
-    // the timed loop's stack (`fold_on`'s chain): cleared at each input, a record pushed
-    // after its fold appended records
-    let mut chain: Vec<u64> = Vec::new();
     for (i, r) in records.iter().enumerate() {
         assert_eq!(r.seq, records[0].seq + i as u64, "seqs follow each other");
+        // `fold_on` stacks the same records as `pending` and drops these same ones, lazily
+        let mut pops = 0;
         while pending.last().is_some_and(|(_, n)| *n == 0) {
             pending.pop();
+            pops += 1;
         }
         let origin = match pending.last_mut() {
             Some((seq, n)) => {
                 assert_eq!(r.cause, Some(*seq), "record {} is not derived", r.seq);
                 *n -= 1;
-                let mut pops = 0;
-                while chain.last().is_some_and(|s| Some(*s) != r.cause) {
-                    chain.pop();
-                    pops += 1;
-                }
-                assert!(!chain.is_empty(), "record {}: its parent is stacked", r.seq);
                 Origin::Derived { pops }
             }
             // a timer fires outside any span; other outcomes are reported from inside their
@@ -108,16 +102,12 @@ fn workload(pods: usize, ms: u64) -> Vec<(Arc<Record>, Origin)> {
                 }
             },
         };
-        if let Origin::Input(_) = origin {
-            chain.clear();
-        }
         let appended = fold(&mut node, r)
             .iter()
             .filter(|c| matches!(c, Command::Append(_)))
             .count();
         if appended > 0 {
             pending.push((r.seq, appended));
-            chain.push(r.seq);
         }
         out.push((r.clone(), origin));
     }
