@@ -133,25 +133,44 @@ impl Stopwatch {
     }
 }
 
+/// Most bucket bounds a [`TickHistograms`] takes (its rows are fixed-size arrays, so an
+/// observation indexes without a multiplication or a bounds check per bucket).
+pub const MAX_TICK_BOUNDS: usize = 14;
+
+/// Bucket limits in ticks, padded with `u64::MAX`: the first limit at or above a duration is
+/// its bucket, the `+Inf` bucket being the first padding.
+type Limits = [u64; MAX_TICK_BOUNDS + 1];
+
+/// One series: its buckets (not cumulative; the one after the last bound is `+Inf`), then
+/// the sum of its observations in ticks, in the last slot.
+type Row = [u64; MAX_TICK_BOUNDS + 2];
+
+/// Where a row keeps its sum.
+const SUM: usize = MAX_TICK_BOUNDS + 1;
+
 /// Histograms of durations observed in ticks, one per series, sharing bounds in seconds.
 #[derive(Clone, Debug)]
 pub struct TickHistograms {
     bounds: &'static [f64],
     /// Bound `i` in ticks: a duration of at most `limits[i]` ticks is at most `bounds[i]` s.
-    limits: &'static [u64],
-    /// Per series, observations per bucket (not cumulative); the last one is `+Inf`.
-    counts: Box<[u64]>,
-    sums_ticks: Box<[u64]>,
+    limits: Limits,
+    rows: Box<[Row]>,
 }
 
 impl TickHistograms {
-    /// `series` empty histograms over `bounds` (seconds).
+    /// `series` empty histograms over `bounds` (seconds; at most [`MAX_TICK_BOUNDS`]).
     pub fn new(bounds: &'static [f64], series: usize) -> TickHistograms {
+        assert!(
+            bounds.len() <= MAX_TICK_BOUNDS,
+            "a tick histogram takes at most {MAX_TICK_BOUNDS} bounds, not {}",
+            bounds.len()
+        );
+        let mut limits = [u64::MAX; MAX_TICK_BOUNDS + 1];
+        limits[..bounds.len()].copy_from_slice(tick_limits(bounds));
         TickHistograms {
             bounds,
-            limits: tick_limits(bounds),
-            counts: vec![0; series * (bounds.len() + 1)].into_boxed_slice(),
-            sums_ticks: vec![0; series].into_boxed_slice(),
+            limits,
+            rows: vec![[0; MAX_TICK_BOUNDS + 2]; series].into_boxed_slice(),
         }
     }
 
@@ -162,27 +181,28 @@ impl TickHistograms {
             .limits
             .iter()
             .position(|l| ticks <= *l)
-            .unwrap_or(self.limits.len());
-        self.counts[series * (self.limits.len() + 1) + i] += 1;
-        self.sums_ticks[series] = self.sums_ticks[series].wrapping_add(ticks);
+            .unwrap_or(MAX_TICK_BOUNDS);
+        let row = &mut self.rows[series];
+        row[i] += 1;
+        row[SUM] = row[SUM].wrapping_add(ticks);
     }
 
-    fn row(&self, series: usize) -> &[u64] {
-        let n = self.limits.len() + 1;
-        &self.counts[series * n..(series + 1) * n]
+    /// The buckets of `series` (the last one `+Inf`).
+    fn buckets(&self, series: usize) -> &[u64] {
+        &self.rows[series][..=self.bounds.len()]
     }
 
     /// Observations in `series` so far.
     pub fn count(&self, series: usize) -> u64 {
-        self.row(series).iter().sum()
+        self.buckets(series).iter().sum()
     }
 
     /// One series in seconds, for the exposition.
     pub fn to_seconds(&self, series: usize, watch: &Stopwatch) -> Histogram {
         Histogram {
             bounds: self.bounds,
-            counts: self.row(series).to_vec(),
-            sum: watch.ticks_to_nanos(self.sums_ticks[series]) as f64 / 1e9,
+            counts: self.buckets(series).to_vec(),
+            sum: watch.ticks_to_nanos(self.rows[series][SUM]) as f64 / 1e9,
         }
     }
 }

@@ -74,10 +74,11 @@ impl IdGen {
     }
 }
 
-/// Span ids derived from record seqs: a bijection of the seq mixed with a seed drawn once per
-/// tracer (splitmix64's finalizer over `seed + seq × φ`), so every record folded under one
-/// tracer has its own non-zero span id, and the export thread derives it from the seq
-/// instead of the engine handing it over with each span.
+/// Span ids derived from record seqs: a bijection of the seq and a seed drawn once per tracer
+/// (`(seq ^ seed) × φ`, φ odd, so one multiplication per record), so every record folded
+/// under one tracer has its own non-zero span id, and the export thread derives it from the
+/// seq instead of the engine handing it over with each span. The ids need only be distinct
+/// and non-zero (W3C Trace Context asks nothing more), not look random.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeqSpanIds {
     seed: u64,
@@ -97,13 +98,8 @@ impl SeqSpanIds {
     /// The span id of the record with `seq`.
     #[inline]
     pub fn of(&self, seq: u64) -> u64 {
-        let mut z = self
-            .seed
-            .wrapping_add(seq.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        // the one seq whose mix is 0 (not a valid span id) gets a fixed other id
+        let z = (self.seed ^ seq).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // the one seq whose product is 0 (not a valid span id) gets a fixed other id
         if z == 0 {
             0x5eed_5eed_5eed_5eed
         } else {
@@ -245,6 +241,8 @@ mod tests {
         }
         // the export thread derives the same id from the seq and the seed
         assert_eq!(SeqSpanIds::new(ids.seed()).of(77), ids.of(77));
+        // the seq whose product would be 0 gets a valid id too
+        assert_ne!(ids.of(ids.seed()), 0);
         let other = SeqSpanIds::new(0x1234_5679);
         assert!((0..1000).all(|seq| other.of(seq) != ids.of(seq)));
     }

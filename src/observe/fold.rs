@@ -13,9 +13,10 @@
 //! `kubelet_orphaned_runtime_pods_total`). They are plain integers read under the engine's
 //! lock at scrape time: a registry lookup per record would cost more than the fold.
 //!
-//! Time is measured in *turns*: a record's turn is the engine's time on it, from the start of
-//! its fold to the start of the next record's fold, or to the moment the engine has nothing
-//! more to do ([`FoldObserver::idle`]). It covers the fold, the hand-off of the record's
+//! Time is measured in *turns*: a record's turn is the engine's time on it, from the moment
+//! the observer takes it up (just before its fold) to the moment it takes up the next record,
+//! or to the moment the engine has nothing more to do ([`FoldObserver::idle`]). It covers
+//! the fold, the observer's own work on the record, the hand-off of the record's
 //! commands and the engine's bookkeeping, so a fold span contains the start of the command
 //! spans under it. One clock read per record, not two: on a virtual machine a read of the
 //! time-stamp counter costs about 3 % of a fold.
@@ -294,12 +295,16 @@ impl FoldTracer {
     /// Buffers the span of the record whose turn starts now; its duration is set when the
     /// turn ends ([`FoldTracer::end_last`]). Every span already buffered is finished.
     #[inline]
-    fn begin(&mut self, span: FoldSpan, transition: Option<Transition>, now_ticks: u64) {
+    fn begin(&mut self, span: FoldSpan, now_ticks: u64) {
         self.make_room(now_ticks);
-        match transition {
-            None => self.buffer.push(span),
-            Some(t) => self.buffer.push_with(span, SpanNote::Transition(t)),
-        }
+        self.buffer.push(span);
+    }
+
+    /// The last buffered span (the running turn's) made a pod worker transition.
+    #[cold]
+    #[inline(never)]
+    fn note_transition(&mut self, t: Transition) {
+        self.buffer.note_last(SpanNote::Transition(t));
     }
 
     /// Sets the duration of the last buffered span (its turn ended after `ticks`).
@@ -466,14 +471,71 @@ impl FoldObserver {
     /// watched fold and panic if that disagrees with the log, so every test that runs the
     /// engine checks the core's notes. The rarer work (new pods, transitions, pods still
     /// starting) is out of line.
+    #[inline]
     pub fn fold(
         &mut self,
         node: &mut Node,
         record: &Record,
         opened: Option<Opened>,
     ) -> Vec<Command> {
-        // the root span of a pod this record is the first to see (tracing on, sampled)
-        let first_seen = match &record.event {
+        // one clock read per record: the start of this record's turn is the end of the last
+        let started = self.watch.ticks();
+        self.end_turn(started);
+        let kind = record.event.kind_index();
+        match &record.event {
+            Event::PodAdded(_) => self.sees_pod(node, record, kind, started),
+            Event::UpdatePod(u) if u.pod.is_none() && u.running_pod.is_some() => {
+                self.sees_pod(node, record, kind, started)
+            }
+            _ => {}
+        }
+        #[cfg(debug_assertions)]
+        let before = watched_phase(node, &record.event);
+        #[cfg(not(debug_assertions))]
+        let before: Option<Phase> = None;
+        let commands = crate::core::fold(node, record);
+        let mut traced = false;
+        if let Some(t) = self.tracer.as_mut() {
+            if let Some(o) = opened.filter(|o| o.ctx.sampled()) {
+                t.begin(
+                    FoldSpan {
+                        trace_id: o.ctx.trace_id_bytes(),
+                        parent_span_id: o.parent_span_id,
+                        seq: record.seq,
+                        start_ticks: started,
+                        duration_ticks: 0,
+                        kind: kind as u8,
+                        flags: o.ctx.flags(),
+                    },
+                    started,
+                );
+                traced = true;
+            }
+        }
+        if node.pod_workers.phase_log().is_empty() {
+            #[cfg(debug_assertions)]
+            check_transition(record, before.zip(watched_phase(node, &record.event)), None);
+        } else {
+            self.logged_transition(node, record, before, traced);
+        }
+        if !self.starting.is_empty() {
+            self.pod_start_progress(node, record, &commands);
+        }
+        self.turn = Some(Turn {
+            kind,
+            started,
+            traced,
+        });
+        commands
+    }
+
+    /// A `PodAdded`, or an `UpdatePod` that found an orphan in the runtime, of `kind` whose
+    /// turn started at `started` (before its fold): pod start metrics and orphans are
+    /// counted, and the first time a pod is seen, its root span (tracing on, sampled) is
+    /// buffered, ahead of the record's own span.
+    #[inline(never)]
+    fn sees_pod(&mut self, node: &Node, record: &Record, kind: usize, started: u64) {
+        let root = match &record.event {
             Event::PodAdded(c) => {
                 self.pod_added(node, record.at, &c.pod);
                 let p = &c.pod;
@@ -489,53 +551,9 @@ impl FoldObserver {
             }
             _ => None,
         };
-        #[cfg(debug_assertions)]
-        let before = watched_phase(node, &record.event);
-        #[cfg(not(debug_assertions))]
-        let before: Option<Phase> = None;
-        // one clock read per record: the start of this fold is the end of the last turn
-        let started = self.watch.ticks();
-        self.end_turn(started);
-        let commands = crate::core::fold(node, record);
-        let kind = record.event.kind_index();
-        let transition = if node.pod_workers.phase_log().is_empty() {
-            #[cfg(debug_assertions)]
-            check_transition(record, before.zip(watched_phase(node, &record.event)), None);
-            None
-        } else {
-            self.logged_transition(node, record, before)
-        };
-        if !self.starting.is_empty() {
-            self.pod_start_progress(node, record, &commands);
+        if let (Some(root), Some(t)) = (root, self.tracer.as_mut()) {
+            t.push_root(root, record.seq, kind as u8, started);
         }
-        let mut traced = false;
-        if let Some(t) = self.tracer.as_mut() {
-            if let Some(root) = first_seen {
-                t.push_root(root, record.seq, kind as u8, started);
-            }
-            if let Some(o) = opened.filter(|o| o.ctx.sampled()) {
-                t.begin(
-                    FoldSpan {
-                        trace_id: o.ctx.trace_id_bytes(),
-                        parent_span_id: o.parent_span_id,
-                        seq: record.seq,
-                        start_ticks: started,
-                        duration_ticks: 0,
-                        kind: kind as u8,
-                        flags: o.ctx.flags(),
-                    },
-                    transition,
-                    started,
-                );
-                traced = true;
-            }
-        }
-        self.turn = Some(Turn {
-            kind,
-            started,
-            traced,
-        });
-        commands
     }
 
     /// Ends the running turn at `now` (stopwatch ticks): its duration is observed and its
@@ -543,7 +561,7 @@ impl FoldObserver {
     /// to the export queue.
     #[inline]
     fn end_turn(&mut self, now: u64) {
-        let Some(turn) = self.turn.take() else {
+        let Some(turn) = self.turn else {
             return;
         };
         self.folds
@@ -557,10 +575,25 @@ impl FoldObserver {
     }
 
     /// The watched worker's transition in a fold that changed some worker's phase: from its
-    /// first note in the core's phase log to its phase now. `before` (debug builds) is its
-    /// phase looked up before the fold, checked against the log.
+    /// first note in the core's phase log to its phase now, counted and, if the record's span
+    /// was buffered (`traced`), noted on it. `before` (debug builds) is its phase looked up
+    /// before the fold, checked against the log.
     #[inline(never)]
     fn logged_transition(
+        &mut self,
+        node: &Node,
+        record: &Record,
+        before: Option<Phase>,
+        traced: bool,
+    ) {
+        if let Some(t) = self.logged_transition_of(node, record, before) {
+            if let Some(tracer) = self.tracer.as_mut().filter(|_| traced) {
+                tracer.note_transition(t);
+            }
+        }
+    }
+
+    fn logged_transition_of(
         &mut self,
         node: &Node,
         record: &Record,
@@ -626,6 +659,7 @@ impl FoldObserver {
         if self.turn.is_some() {
             let now = self.watch.ticks();
             self.end_turn(now);
+            self.turn = None;
         }
         if let Some(t) = self.tracer.as_mut() {
             t.flush();
