@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::core::runtime_status::RunningPod;
 use crate::core::update::UpdateType;
 use crate::core::{pod, Command, Node, Uid};
 use crate::ledger::event::RuntimeAction;
@@ -114,6 +115,14 @@ pub struct Opened {
     pub ctx: TraceParent,
     /// The parent span id (0 for a root).
     pub parent_span_id: u64,
+}
+
+/// The names of a pod a root span is made for, borrowed from the record that saw it.
+#[derive(Clone, Copy, Debug)]
+struct PodNames<'a> {
+    uid: &'a str,
+    namespace: &'a str,
+    name: &'a str,
 }
 
 /// Creates fold spans and hands them to the export queue in batches.
@@ -223,19 +232,15 @@ impl FoldTracer {
         }
     }
 
-    /// A pod is seen (added, or found in the runtime): the first time, its root span (if
-    /// its trace is sampled), for [`FoldTracer::push_root`].
+    /// A pod is seen (added, or found in the runtime) by the record with `seq` of `kind`,
+    /// whose turn starts at `now_ticks`: the first time, its root span (if its trace is
+    /// sampled) is buffered, starting and ending there.
     #[cold]
     #[inline(never)]
-    fn saw_pod(
-        &mut self,
-        uid: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Option<(TraceParent, PodRoot)> {
-        let key = UidKey::of(uid);
+    fn saw_pod(&mut self, pod: PodNames<'_>, seq: u64, kind: u8, now_ticks: u64) {
+        let key = UidKey::of(pod.uid);
         if self.rooted.contains_key(&key) {
-            return None;
+            return;
         }
         if self.rooted.len() >= MAX_TRACKED_PODS {
             if let Some(old) = self.rooted_order.pop_front() {
@@ -245,28 +250,15 @@ impl FoldTracer {
         self.rooted_order.push_back(key);
         self.rooted.insert(key, ());
         let ctx = self.pod_root(key);
-        ctx.sampled().then(|| {
-            let pod = PodRoot {
-                span_id: ctx.span_id(),
-                uid: Uid::new(uid),
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-            };
-            (ctx, pod)
-        })
-    }
-
-    /// Buffers a pod's root span made by [`FoldTracer::saw_pod`] for the record with `seq`
-    /// of `kind`: it starts and ends where that record's turn starts.
-    #[cold]
-    #[inline(never)]
-    fn push_root(
-        &mut self,
-        (ctx, pod): (TraceParent, PodRoot),
-        seq: u64,
-        kind: u8,
-        now_ticks: u64,
-    ) {
+        if !ctx.sampled() {
+            return;
+        }
+        let root = PodRoot {
+            span_id: ctx.span_id(),
+            uid: Uid::new(pod.uid),
+            namespace: pod.namespace.to_string(),
+            name: pod.name.to_string(),
+        };
         self.make_room(now_ticks);
         self.buffer.push_with(
             FoldSpan {
@@ -278,7 +270,7 @@ impl FoldTracer {
                 kind,
                 flags: ctx.flags(),
             },
-            SpanNote::PodRoot(pod),
+            SpanNote::PodRoot(root),
         );
     }
 
@@ -483,9 +475,11 @@ impl FoldObserver {
         self.end_turn(started);
         let kind = record.event.kind_index();
         match &record.event {
-            Event::PodAdded(_) => self.sees_pod(node, record, kind, started),
-            Event::UpdatePod(u) if u.pod.is_none() && u.running_pod.is_some() => {
-                self.sees_pod(node, record, kind, started)
+            Event::PodAdded(c) => self.pod_added(node, record, &c.pod, kind, started),
+            Event::UpdatePod(u) => {
+                if let (None, Some(p)) = (&u.pod, &u.running_pod) {
+                    self.orphan_found(p, record.seq, kind, started);
+                }
             }
             _ => {}
         }
@@ -529,30 +523,43 @@ impl FoldObserver {
         commands
     }
 
-    /// A `PodAdded`, or an `UpdatePod` that found an orphan in the runtime, of `kind` whose
-    /// turn started at `started` (before its fold): pod start metrics and orphans are
-    /// counted, and the first time a pod is seen, its root span (tracing on, sampled) is
-    /// buffered, ahead of the record's own span.
+    /// A `PodAdded` of `kind` whose turn started at `started` (before its fold): pod start
+    /// metrics, and the pod's root span the first time it is seen.
+    #[cold]
     #[inline(never)]
-    fn sees_pod(&mut self, node: &Node, record: &Record, kind: usize, started: u64) {
-        let root = match &record.event {
-            Event::PodAdded(c) => {
-                self.pod_added(node, record.at, &c.pod);
-                let p = &c.pod;
-                let t = self.tracer.as_mut();
-                t.and_then(|t| t.saw_pod(pod::uid_str(p), pod::namespace(p), pod::name(p)))
-            }
-            Event::UpdatePod(u) if u.running_pod.is_some() && u.pod.is_none() => {
-                self.orphaned_runtime_pods += 1;
-                match (self.tracer.as_mut(), &u.running_pod) {
-                    (Some(t), Some(p)) => t.saw_pod(p.uid.as_str(), &p.namespace, &p.name),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        if let (Some(root), Some(t)) = (root, self.tracer.as_mut()) {
-            t.push_root(root, record.seq, kind as u8, started);
+    fn pod_added(
+        &mut self,
+        node: &Node,
+        record: &Record,
+        p: &k8s_openapi::api::core::v1::Pod,
+        kind: usize,
+        started: u64,
+    ) {
+        self.track_start(node, record.at, p);
+        if let Some(t) = self.tracer.as_mut() {
+            let names = PodNames {
+                uid: pod::uid_str(p),
+                namespace: pod::namespace(p),
+                name: pod::name(p),
+            };
+            t.saw_pod(names, record.seq, kind as u8, started);
+        }
+    }
+
+    /// An `UpdatePod` that found `p` in the runtime with no config pod (an orphan), of `kind`
+    /// whose turn started at `started`: counted, and the pod's root span made the first time
+    /// it is seen.
+    #[cold]
+    #[inline(never)]
+    fn orphan_found(&mut self, p: &RunningPod, seq: u64, kind: usize, started: u64) {
+        self.orphaned_runtime_pods += 1;
+        if let Some(t) = self.tracer.as_mut() {
+            let names = PodNames {
+                uid: p.uid.as_str(),
+                namespace: &p.namespace,
+                name: &p.name,
+            };
+            t.saw_pod(names, seq, kind as u8, started);
         }
     }
 
@@ -586,19 +593,6 @@ impl FoldObserver {
         before: Option<Phase>,
         traced: bool,
     ) {
-        if let Some(t) = self.logged_transition_of(node, record, before) {
-            if let Some(tracer) = self.tracer.as_mut().filter(|_| traced) {
-                tracer.note_transition(t);
-            }
-        }
-    }
-
-    fn logged_transition_of(
-        &mut self,
-        node: &Node,
-        record: &Record,
-        before: Option<Phase>,
-    ) -> Option<Transition> {
         #[cfg(test)]
         {
             self.logged_folds += 1;
@@ -617,26 +611,27 @@ impl FoldObserver {
         );
         #[cfg(not(debug_assertions))]
         let _ = before;
-        let (from, to) = logged?;
-        if from == to {
-            return None;
+        let (Some((from, to)), Some(change)) = (logged, change) else {
+            return;
+        };
+        if from != to {
+            let (entered, uid) = (change.entered, change.uid.clone());
+            self.transition(record, (from, to), entered, uid, traced);
         }
-        let change = change?;
-        let (entered, uid) = (change.entered, change.uid.clone());
-        self.transition(record, from, entered, to, uid)
     }
 
-    /// Counts a transition (rare: a few per pod life) and, with tracing, makes its span event.
+    /// Counts a transition (rare: a few per pod life) and, if the record's span was buffered
+    /// (`traced`), notes its span event on it.
     #[cold]
     #[inline(never)]
     fn transition(
         &mut self,
         record: &Record,
-        from: Phase,
+        (from, to): (Phase, Phase),
         entered: Option<Time>,
-        to: Phase,
         uid: Uid,
-    ) -> Option<Transition> {
+        traced: bool,
+    ) {
         let e = self
             .transitions
             .entry((from, to))
@@ -645,12 +640,13 @@ impl FoldObserver {
         if let Some(t) = entered {
             e.1.observe(record.at.since(t).as_secs_f64());
         }
-        self.tracer.as_ref()?;
-        Some(Transition {
-            from: from.as_str(),
-            to: to.as_str(),
-            uid,
-        })
+        if let Some(t) = self.tracer.as_mut().filter(|_| traced) {
+            t.note_transition(Transition {
+                from: from.as_str(),
+                to: to.as_str(),
+                uid,
+            });
+        }
     }
 
     /// The engine has nothing more to do: the last record's turn ends now, and every buffered
@@ -666,9 +662,9 @@ impl FoldObserver {
         }
     }
 
-    #[cold]
-    #[inline(never)]
-    fn pod_added(&mut self, node: &Node, at: Time, p: &k8s_openapi::api::core::v1::Pod) {
+    /// Pod start metrics: a pod seen for the first time starts being tracked (a UID seen
+    /// again after its worker finished counts as a restarted pod).
+    fn track_start(&mut self, node: &Node, at: Time, p: &k8s_openapi::api::core::v1::Pod) {
         let uid = pod::uid(p);
         let is_static = pod::is_static(p);
         // kubelet_restarted_pods_total: the same UID comes back after its worker finished
