@@ -4,6 +4,7 @@
 //! records into state and commands; the [`shell`] carries out commands and reports their
 //! outcomes as new records. See docs/architecture.md.
 
+pub mod bounded_map;
 pub mod cli;
 pub mod core;
 pub mod cri;

@@ -81,7 +81,7 @@ impl Hasher for UidHasher {
 /// whose middles differ. A UUID has 64 random bits in those 16 bytes, so among the 16,384
 /// pods the fold tracer remembers two share a key with a probability of about 10⁻¹¹; use it
 /// only where that mistake is harmless (a span joining another pod's trace), never for state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct UidKey {
     head: u64,
     tail: u64,
@@ -128,9 +128,6 @@ impl UidKey {
         }
     }
 }
-
-/// A `HashMap` keyed by [`UidKey`].
-pub type UidKeyMap<V> = UidHashMap<UidKey, V>;
 
 #[cfg(test)]
 mod tests {

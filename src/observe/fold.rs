@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::bounded_map::BoundedMap;
 use crate::core::runtime_status::RunningPod;
 use crate::core::update::UpdateType;
 use crate::core::{pod, Command, Node, Uid};
@@ -38,7 +39,7 @@ use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler, SeqSpanIds};
 use super::export::{FoldBatch, FoldSpan, PodRoot, SpanNote, SpanQueue, Transition, LONG_TURN};
 use super::exposition::{Histogram, Text};
-use super::fasthash::{UidHashMap, UidKey, UidKeyMap};
+use super::fasthash::{UidHashMap, UidKey};
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
 
 /// Records folded, by kind.
@@ -150,8 +151,7 @@ pub struct FoldTracer {
     /// Pods whose root span was made, so a pod seen again (a static pod's manifest added
     /// back, a pod recreated with its UID) gets no second root. Only read when a pod is
     /// seen, never per record; the oldest are forgotten past [`MAX_TRACKED_PODS`].
-    rooted: UidKeyMap<()>,
-    rooted_order: std::collections::VecDeque<UidKey>,
+    rooted: BoundedMap<UidKey, ()>,
 }
 
 impl FoldTracer {
@@ -172,8 +172,7 @@ impl FoldTracer {
             max_age_ticks: *MAX_AGE_TICKS
                 .get_or_init(|| Stopwatch::new().ticks_within(SPAN_BUFFER_AGE_MS * 1_000_000)),
             pod_seeds,
-            rooted: UidKeyMap::default(),
-            rooted_order: std::collections::VecDeque::new(),
+            rooted: BoundedMap::new(MAX_TRACKED_PODS),
         }
     }
 
@@ -242,12 +241,6 @@ impl FoldTracer {
         if self.rooted.contains_key(&key) {
             return;
         }
-        if self.rooted.len() >= MAX_TRACKED_PODS {
-            if let Some(old) = self.rooted_order.pop_front() {
-                self.rooted.remove(&old);
-            }
-        }
-        self.rooted_order.push_back(key);
         self.rooted.insert(key, ());
         let ctx = self.pod_root(key);
         if !ctx.sampled() {

@@ -11,7 +11,9 @@
 //! forgotten first); values shorter than [`MIN_SECRET_BYTES`] are not scrubbed by substring
 //! (replacing every "a" in a ledger would destroy it), only by the structural env rule.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
+
+use crate::bounded_map::BoundedMap;
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -27,11 +29,18 @@ pub const MAX_SECRET_VALUES: usize = 10_000;
 /// Shorter values are only redacted structurally.
 pub const MIN_SECRET_BYTES: usize = 4;
 
-#[derive(Default)]
 struct Values {
-    /// Each value, with its form inside a JSON string (escaped) for a fast first check.
-    set: BTreeMap<String, String>,
-    order: VecDeque<String>,
+    /// Each value, with its form inside a JSON string (escaped) for a fast first check; the
+    /// oldest registered forgotten past [`MAX_SECRET_VALUES`].
+    set: BoundedMap<String, String>,
+}
+
+impl Default for Values {
+    fn default() -> Self {
+        Values {
+            set: BoundedMap::new(MAX_SECRET_VALUES),
+        }
+    }
 }
 
 /// The redactor, shared by the secret resolver (which registers values) and the daemon
@@ -69,12 +78,6 @@ impl Redactor {
             return;
         }
         v.set.insert(value.to_string(), escaped(value));
-        v.order.push_back(value.to_string());
-        while v.order.len() > MAX_SECRET_VALUES {
-            if let Some(old) = v.order.pop_front() {
-                v.set.remove(&old);
-            }
-        }
     }
 
     /// The number of values known.
@@ -99,14 +102,14 @@ impl Redactor {
             Ok(t) => t,
             Err(_) => return event,
         };
-        if !v.set.values().any(|s| text.contains(s.as_str())) {
+        if !v.set.as_map().values().any(|s| text.contains(s.as_str())) {
             return event;
         }
         let mut json: Value = match serde_json::from_str(&text) {
             Ok(j) => j,
             Err(_) => return event,
         };
-        scrub(&mut json, &v.set);
+        scrub(&mut json, v.set.as_map());
         match Event::decode(kind, &json.to_string()) {
             Ok(e) => e,
             Err(e) => {

@@ -6,7 +6,7 @@
 //! Events are best effort, so when the queue is full the newest is dropped and counted
 //! (`ledgerlet_events_dropped_total`). Must not change what the core asked to record.
 
-use std::collections::{BTreeMap, VecDeque};
+use crate::bounded_map::BoundedMap;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -53,8 +53,8 @@ fn key(e: &KubeEvent) -> Key {
 pub fn spawn(api: ApiClient, node_name: String, queue_capacity: usize) -> EventSink {
     let (tx, mut rx) = mpsc::channel::<KubeEvent>(queue_capacity.max(1));
     tokio::spawn(async move {
-        let mut seen: BTreeMap<Key, (String, String, i32)> = BTreeMap::new();
-        let mut order: VecDeque<Key> = VecDeque::new();
+        let mut seen: BoundedMap<Key, (String, String, i32)> =
+            BoundedMap::new(CORRELATION_CAPACITY);
         while let Some(e) = rx.recv().await {
             let now = time_to_api(Time::from_system().truncated_to_secs());
             let namespace = if e.object.namespace.is_empty() {
@@ -116,12 +116,6 @@ pub fn spawn(api: ApiClient, node_name: String, queue_capacity: usize) -> EventS
                 .await
             {
                 Ok(_) => {
-                    if order.len() == CORRELATION_CAPACITY {
-                        if let Some(old) = order.pop_front() {
-                            seen.remove(&old);
-                        }
-                    }
-                    order.push_back(k.clone());
                     seen.insert(k, (namespace, name, 1));
                 }
                 Err(err) => {
