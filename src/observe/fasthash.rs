@@ -30,6 +30,14 @@ impl UidHasher {
     fn add(&mut self, word: u64) {
         self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
     }
+
+    /// Adds the words a text is hashed by (its [`UidKey`]).
+    #[inline]
+    fn add_key(&mut self, k: &UidKey) {
+        self.add(k.head);
+        self.add(k.tail);
+        self.add(k.len);
+    }
 }
 
 #[inline]
@@ -40,10 +48,7 @@ fn load8(b: &[u8]) -> u64 {
 impl Hasher for UidHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        let k = UidKey::of_bytes(bytes);
-        self.add(k.head);
-        self.add(k.tail);
-        self.add(k.len);
+        self.add_key(&UidKey::of_bytes(bytes));
     }
 
     #[inline]
@@ -101,9 +106,7 @@ impl UidKey {
     #[inline]
     pub fn digest(&self, seed: u64) -> u64 {
         let mut h = UidHasher { hash: seed };
-        h.add(self.head);
-        h.add(self.tail);
-        h.add(self.len);
+        h.add_key(self);
         h.finish()
     }
 
