@@ -362,6 +362,9 @@ pub struct FoldObserver {
     turn: Option<Turn>,
     transitions: BTreeMap<(Phase, Phase), (u64, Histogram)>,
     starting: UidHashMap<Uid, PodStart>,
+    /// Pods in `starting` whose worker has not started yet: while there are none (most
+    /// folds), a fold's commands are not searched for a worker start.
+    awaiting_worker: usize,
     worker_start: Histogram,
     pod_start: Histogram,
     pod_start_sli: Histogram,
@@ -390,6 +393,7 @@ impl FoldObserver {
             turn: None,
             transitions: BTreeMap::new(),
             starting: UidHashMap::default(),
+            awaiting_worker: 0,
             worker_start: Histogram::new(DEF_BUCKETS),
             pod_start: Histogram::new(POD_STARTUP_BUCKETS),
             pod_start_sli: Histogram::new(POD_STARTUP_BUCKETS),
@@ -678,6 +682,7 @@ impl FoldObserver {
             .creation_timestamp
             .as_ref()
             .map(crate::core::pod_status::time_from_api);
+        self.awaiting_worker += 1;
         self.starting.insert(
             uid,
             PodStart {
@@ -695,7 +700,12 @@ impl FoldObserver {
     /// their start (only called while there are such pods).
     #[inline(never)]
     fn pod_start_progress(&mut self, node: &Node, record: &Record, commands: &[Command]) {
-        for c in commands {
+        let awaiting = if self.awaiting_worker > 0 {
+            commands
+        } else {
+            &[]
+        };
+        for c in awaiting {
             if let Command::SyncPod(s) = c {
                 if s.update_type != UpdateType::Create {
                     continue;
@@ -703,6 +713,7 @@ impl FoldObserver {
                 if let Some(st) = self.starting.get_mut(s.uid.as_str()) {
                     if !st.worker_started {
                         st.worker_started = true;
+                        self.awaiting_worker -= 1;
                         self.worker_start
                             .observe(record.at.since(st.first_seen).as_secs_f64());
                         let n = s.pod.spec.as_ref().map_or(0, |sp| sp.containers.len());
@@ -725,11 +736,11 @@ impl FoldObserver {
                 }
             }
             Event::SyncFinished(f) if f.work != crate::core::command::WorkType::Sync => {
-                self.starting.remove(f.uid.as_str());
+                self.forget_start(f.uid.as_str());
                 return;
             }
             Event::PodRemoved(c) | Event::PodDeleted(c) => {
-                self.starting.remove(pod::uid_str(&c.pod));
+                self.forget_start(pod::uid_str(&c.pod));
                 return;
             }
             _ => {}
@@ -772,7 +783,18 @@ impl FoldObserver {
             self.pod_start_total.observe(total.as_secs_f64());
             self.pod_start_sli
                 .observe(total.saturating_sub(pulling).as_secs_f64());
-            self.starting.remove(uid.as_str());
+            self.forget_start(uid.as_str());
+        }
+    }
+
+    /// Pod start metrics: the pod with `uid` is no longer tracked (started, or gone).
+    fn forget_start(&mut self, uid: &str) {
+        if self
+            .starting
+            .remove(uid)
+            .is_some_and(|st| !st.worker_started)
+        {
+            self.awaiting_worker -= 1;
         }
     }
 
@@ -1127,6 +1149,8 @@ mod tests {
         // first seen, created, seen running
         let mut first_seen: BTreeMap<Uid, (Time, Option<Time>, bool)> = BTreeMap::new();
         let (mut running, mut total) = (Vec::new(), Vec::new());
+        // pods first seen whose worker started (a SyncPod that creates it), and its delay
+        let mut workers: BTreeMap<Uid, f64> = BTreeMap::new();
         for r in &records {
             if let Event::PodAdded(c) = &r.event {
                 let uid = pod::uid(&c.pod);
@@ -1140,7 +1164,15 @@ mod tests {
                     first_seen.insert(uid, (r.at, created, false));
                 }
             }
-            let _ = crate::core::fold(&mut node, r);
+            for c in crate::core::fold(&mut node, r) {
+                if let Command::SyncPod(s) = c {
+                    let first = first_seen.get(&s.uid).map(|f| f.0);
+                    if let Some(seen) = first.filter(|_| s.update_type == UpdateType::Create) {
+                        let delay = r.at.since(seen).as_secs_f64();
+                        workers.entry(s.uid.clone()).or_insert(delay);
+                    }
+                }
+            }
             if let Event::SyncFinished(f) = &r.event {
                 if f.work != crate::core::command::WorkType::Sync {
                     first_seen.remove(&f.uid);
@@ -1179,8 +1211,17 @@ mod tests {
         let mut node = Node::default();
         for r in &records {
             let _ = observer.fold(&mut node, r, None);
+            let awaiting = observer.starting.values();
+            let awaiting = awaiting.filter(|s| !s.worker_started).count();
+            assert_eq!(observer.awaiting_worker, awaiting, "after record {}", r.seq);
         }
         assert!(total.len() > 20, "{} pods started", total.len());
+        let worker_delays: Vec<f64> = workers.into_values().collect();
+        assert!(
+            worker_delays.len() >= total.len(),
+            "{} workers",
+            worker_delays.len()
+        );
         let holds = |h: &Histogram, want: &[f64]| {
             let sum: f64 = want.iter().sum();
             assert_eq!(h.count(), want.len() as u64);
@@ -1188,6 +1229,7 @@ mod tests {
         };
         holds(&observer.pod_start_total, &total);
         holds(&observer.pod_start, &running);
+        holds(&observer.worker_start, &worker_delays);
     }
 
     #[test]
