@@ -42,7 +42,11 @@ const TARGET_RATIO: f64 = 0.90;
 /// process to the next (standard deviation 2.5–3.3 points over 30 runs, 2026-11-26), and
 /// more rounds within a process do not narrow it (31 rounds: 2.8), so the spread is between
 /// processes (code and heap layout, the host), and the verdict is the median over several.
-const PROCESSES: usize = 5;
+/// Eleven since 2026-11-27: the median of five still moved by 1.3 points (standard
+/// deviation) from one run of the bench to the next within the same half hour, most of it
+/// the sampling of five processes; eleven narrow that by about a third (a run takes about
+/// 25 s).
+const PROCESSES: usize = 11;
 /// Set in a measuring process (its index): it measures and prints its own line.
 const PROCESS_ENV: &str = "LEDGERLET_FOLD_OBSERVED_PROCESS";
 /// A measuring process's last line: this prefix, then its on / off as a fraction, for the

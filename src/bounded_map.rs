@@ -6,6 +6,7 @@
 //! `BTreeMap`), never in hash order.
 
 use std::borrow::Borrow;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 
 /// A `BTreeMap` of at most `capacity` entries; inserting a new key into a full map forgets
@@ -45,6 +46,27 @@ impl<K: Ord + Clone, V> BoundedMap<K, V> {
         self.order.push_back(key.clone());
         self.map.insert(key, value);
         forgotten
+    }
+
+    /// Remembers `key` with `value` if it is not remembered yet (a new key into a full map
+    /// first forgets the oldest one); true if it was new. A remembered key keeps its value and
+    /// its place. While the map has room this searches it once.
+    pub fn insert_new(&mut self, key: K, value: V) -> bool {
+        if self.map.len() >= self.capacity {
+            if self.map.contains_key(&key) {
+                return false;
+            }
+            self.insert(key, value);
+            return true;
+        }
+        match self.map.entry(key) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(v) => {
+                self.order.push_back(v.key().clone());
+                v.insert(value);
+                true
+            }
+        }
     }
 
     /// True if `key` is remembered.
@@ -99,6 +121,30 @@ mod tests {
             m.as_map().iter().collect::<Vec<_>>(),
             vec![(&"c", &3), (&"d", &4)]
         );
+    }
+
+    #[test]
+    fn insert_new_remembers_a_key_once_and_forgets_the_oldest_when_full() {
+        let mut m = BoundedMap::new(2);
+        assert!(m.insert_new("a", 1));
+        assert!(m.insert_new("b", 2));
+        // a remembered key keeps its value and its age
+        assert!(!m.insert_new("a", 10));
+        assert!(!m.insert_new("b", 20));
+        assert!(m.insert_new("c", 3));
+        assert!(!m.contains_key("a"));
+        assert!(!m.insert_new("c", 30));
+        assert!(m.insert_new("d", 4));
+        assert_eq!(
+            m.as_map().iter().collect::<Vec<_>>(),
+            vec![(&"c", &3), (&"d", &4)]
+        );
+        // the same order as `insert`: "a" and "b" were forgotten first
+        let mut n = BoundedMap::new(2);
+        for k in ["a", "b", "a", "c", "c", "d"] {
+            n.insert_new(k, ());
+        }
+        assert_eq!(n.as_map().keys().collect::<Vec<_>>(), vec![&"c", &"d"]);
     }
 
     #[test]

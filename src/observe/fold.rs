@@ -238,10 +238,9 @@ impl FoldTracer {
     #[inline(never)]
     fn saw_pod(&mut self, pod: PodNames<'_>, seq: u64, kind: u8, now_ticks: u64) {
         let key = UidKey::of(pod.uid);
-        if self.rooted.contains_key(&key) {
+        if !self.rooted.insert_new(key, ()) {
             return;
         }
-        self.rooted.insert(key, ());
         let ctx = self.pod_root(key);
         if !ctx.sampled() {
             return;
