@@ -36,13 +36,7 @@ impl<K: Ord + Clone, V> BoundedMap<K, V> {
             *v = value;
             return None;
         }
-        let forgotten = if self.map.len() >= self.capacity {
-            self.order
-                .pop_front()
-                .and_then(|old| self.map.remove_entry(&old))
-        } else {
-            None
-        };
+        let forgotten = self.forget_oldest_if_full();
         self.order.push_back(key.clone());
         self.map.insert(key, value);
         forgotten
@@ -52,12 +46,8 @@ impl<K: Ord + Clone, V> BoundedMap<K, V> {
     /// first forgets the oldest one); true if it was new. A remembered key keeps its value and
     /// its place. While the map has room this searches it once.
     pub fn insert_new(&mut self, key: K, value: V) -> bool {
-        if self.map.len() >= self.capacity {
-            if self.map.contains_key(&key) {
-                return false;
-            }
-            self.insert(key, value);
-            return true;
+        if self.map.len() >= self.capacity && !self.map.contains_key(&key) {
+            self.forget_oldest_if_full();
         }
         match self.map.entry(key) {
             Entry::Occupied(_) => false,
@@ -67,6 +57,15 @@ impl<K: Ord + Clone, V> BoundedMap<K, V> {
                 true
             }
         }
+    }
+
+    /// Makes room for one new key: in a full map, forgets the oldest one and returns it.
+    fn forget_oldest_if_full(&mut self) -> Option<(K, V)> {
+        if self.map.len() < self.capacity {
+            return None;
+        }
+        let oldest = self.order.pop_front()?;
+        self.map.remove_entry(&oldest)
     }
 
     /// True if `key` is remembered.

@@ -699,27 +699,8 @@ impl FoldObserver {
     /// their start (only called while there are such pods).
     #[inline(never)]
     fn pod_start_progress(&mut self, node: &Node, record: &Record, commands: &[Command]) {
-        let awaiting = if self.awaiting_worker > 0 {
-            commands
-        } else {
-            &[]
-        };
-        for c in awaiting {
-            if let Command::SyncPod(s) = c {
-                if s.update_type != UpdateType::Create {
-                    continue;
-                }
-                if let Some(st) = self.starting.get_mut(s.uid.as_str()) {
-                    if !st.worker_started {
-                        st.worker_started = true;
-                        self.awaiting_worker -= 1;
-                        self.worker_start
-                            .observe(record.at.since(st.first_seen).as_secs_f64());
-                        let n = s.pod.spec.as_ref().map_or(0, |sp| sp.containers.len());
-                        self.containers_per_pod.observe(n as f64);
-                    }
-                }
-            }
+        if self.awaiting_worker > 0 {
+            self.worker_starts(record, commands);
         }
         match &record.event {
             Event::RuntimeActionFinished(a)
@@ -747,6 +728,30 @@ impl FoldObserver {
         // a pod starts when its status says so: only statuses this fold changed are read
         for uid in node.statuses.recorded().entries() {
             self.status_progress(node, record, uid);
+        }
+    }
+
+    /// Pod start metrics: the workers of tracked pods that `record`'s fold started (a
+    /// `SyncPod` that creates the worker), of pods still awaiting theirs.
+    fn worker_starts(&mut self, record: &Record, commands: &[Command]) {
+        for c in commands {
+            let Command::SyncPod(s) = c else {
+                continue;
+            };
+            if s.update_type != UpdateType::Create {
+                continue;
+            }
+            let Some(st) = self.starting.get_mut(s.uid.as_str()) else {
+                continue;
+            };
+            if !st.worker_started {
+                st.worker_started = true;
+                self.awaiting_worker -= 1;
+                self.worker_start
+                    .observe(record.at.since(st.first_seen).as_secs_f64());
+                let n = s.pod.spec.as_ref().map_or(0, |sp| sp.containers.len());
+                self.containers_per_pod.observe(n as f64);
+            }
         }
     }
 
