@@ -297,3 +297,25 @@ fn otel_03_without_an_endpoint_records_carry_no_trace_and_nothing_is_exported() 
     let (_, text) = agent.get("/metrics");
     assert!(!text.contains("ledgerlet_trace_queue_capacity_spans"));
 }
+
+#[test]
+fn otel_04_malformed_export_headers_stop_the_agent_at_start_up_naming_the_variable_and_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
+        .args(["run", "--tracing-endpoint", "127.0.0.1:4317", "--root-dir"])
+        .arg(dir.path())
+        .env(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "authorization=Basic%20abc,tenant",
+        )
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("OTEL_EXPORTER_OTLP_HEADERS") && stderr.contains("\"tenant\""),
+        "{stderr}"
+    );
+}

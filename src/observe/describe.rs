@@ -171,6 +171,10 @@ pub fn describe_all() {
         "Spans the OTLP collector accepted."
     );
     describe_counter!(
+        super::export::SPANS_REJECTED_TOTAL,
+        "Spans the OTLP collector answered it rejected (OTLP partial success); not counted as exported."
+    );
+    describe_counter!(
         super::export::EXPORT_ERRORS_TOTAL,
         "OTLP export calls that failed or timed out."
     );

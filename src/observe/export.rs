@@ -9,28 +9,27 @@
 //! blocks and never waits for the exporter: when the queue is full the span is dropped and
 //! counted. Must not create spans or decide sampling.
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use opentelemetry::trace::{
-    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
-};
-use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry::InstrumentationScope;
 use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks, SpanProcessor};
+use opentelemetry_sdk::trace::{SpanData, SpanProcessor};
 use opentelemetry_sdk::Resource;
 
 use super::clock::Stopwatch;
 use super::context::SeqSpanIds;
+use super::otlp_request::{unix_nanos, FoldExtras, RequestEncoder};
 
 /// Spans dropped because the queue was full (or tracing was shutting down).
 pub const SPANS_DROPPED_TOTAL: &str = "ledgerlet_trace_spans_dropped_total";
 /// Spans the collector accepted.
 pub const SPANS_EXPORTED_TOTAL: &str = "ledgerlet_trace_spans_exported_total";
+/// Spans the collector answered it rejected (OTLP partial success); not in the exported.
+pub const SPANS_REJECTED_TOTAL: &str = "ledgerlet_trace_spans_rejected_total";
 /// Export calls that failed or timed out (their spans are lost).
 pub const EXPORT_ERRORS_TOTAL: &str = "ledgerlet_trace_export_errors_total";
 /// Spans waiting in the queue.
@@ -41,9 +40,16 @@ pub const QUEUE_CAPACITY_SPANS: &str = "ledgerlet_trace_queue_capacity_spans";
 /// The instrumentation scope of every ledgerlet span.
 pub const SCOPE: &str = "ledgerlet";
 
+/// The instrumentation scope of every ledgerlet span, with the agent's version.
+pub fn scope() -> InstrumentationScope {
+    InstrumentationScope::builder(SCOPE)
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .build()
+}
+
 /// A fold span as the engine records it: 48 bytes with no strings, no allocation and no
-/// conversion, moved to the export thread in a [`FoldBatch`] and turned into OTLP
-/// `SpanData` there. Its span id is not stored: it is derived from the seq
+/// conversion, moved to the export thread in a [`FoldBatch`] and encoded as OTLP there
+/// (`observe::otlp_request`), with no `SpanData` in between. Its span id is not stored: it is derived from the seq
 /// ([`SeqSpanIds`], with the batch's seed); its times are stopwatch ticks, converted to wall
 /// time on the export thread.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -181,42 +187,44 @@ impl FoldBatch {
         }
     }
 
-    /// Converts every span to `SpanData` into `out`, leaving the batch empty (its buffers
-    /// kept for reuse).
-    fn drain_into(&mut self, to: &Conversion, out: &mut Vec<SpanData>) {
+    /// Encodes every span into the request `to` is writing, leaving the batch empty (its
+    /// buffers kept for reuse).
+    fn encode_into(&mut self, conversion: &Conversion, to: &mut RequestEncoder) {
+        to.scope(&conversion.scope);
         let ids = SeqSpanIds::new(self.span_seed);
-        let mut notes = self.notes.drain(..).peekable();
-        for (i, span) in self.spans.drain(..).enumerate() {
-            let mut root = None;
-            let mut transition = None;
+        let mut notes = self.notes.iter().peekable();
+        for (i, span) in self.spans.iter().enumerate() {
+            let mut extras = FoldExtras::default();
             let mut long_turn = None;
             while let Some((_, note)) = notes.next_if(|(j, _)| *j == i) {
                 match note {
-                    SpanNote::PodRoot(p) => root = Some(p),
-                    SpanNote::Transition(t) => transition = Some(t),
-                    SpanNote::LongTurn(ticks) => long_turn = Some(ticks),
+                    SpanNote::PodRoot(p) => extras.root = Some(p),
+                    SpanNote::Transition(t) => extras.transition = Some(t),
+                    SpanNote::LongTurn(ticks) => long_turn = Some(*ticks),
                 }
             }
-            let span_id = match &root {
+            let span_id = match extras.root {
                 Some(p) => p.span_id,
                 None => ids.of(span.seq),
             };
             let ticks = long_turn.unwrap_or(u64::from(span.duration_ticks));
-            let start = to.wall_time(span.start_ticks);
-            let end = start + Duration::from_nanos(to.watch.ticks_to_nanos(ticks));
-            out.push(span.into_span_data(span_id, (start, end), root, transition, &to.scope));
+            let start = conversion.wall_nanos(span.start_ticks);
+            let end = start.saturating_add(conversion.watch.ticks_to_nanos(ticks));
+            to.fold_span(span, span_id, (start, end), extras);
         }
+        self.clear();
     }
 }
 
-/// What the export thread needs to turn fold spans into `SpanData`: the scope, and the
-/// stopwatch with a recent reading of it beside the wall clock (taken again at each drain,
-/// so the counter's drift from the wall clock never builds up).
+/// What the export thread needs to encode fold spans: their scope, and the stopwatch with a
+/// recent reading of it beside the wall clock (taken again at each drain, so the counter's
+/// drift from the wall clock never builds up).
 pub struct Conversion {
     scope: InstrumentationScope,
     watch: Stopwatch,
     anchor_ticks: u64,
-    anchor_wall: SystemTime,
+    /// The wall clock at `anchor_ticks`, in nanoseconds since the Unix epoch.
+    anchor_nanos: u64,
 }
 
 impl Conversion {
@@ -226,7 +234,7 @@ impl Conversion {
         let mut c = Conversion {
             scope,
             anchor_ticks: 0,
-            anchor_wall: SystemTime::UNIX_EPOCH,
+            anchor_nanos: 0,
             watch,
         };
         c.anchor();
@@ -236,117 +244,39 @@ impl Conversion {
     /// Reads the stopwatch and the wall clock together again.
     pub fn anchor(&mut self) {
         self.anchor_ticks = self.watch.ticks();
-        self.anchor_wall = SystemTime::now();
+        self.anchor_nanos = unix_nanos(SystemTime::now());
     }
 
-    /// The wall time at stopwatch reading `ticks`.
-    pub fn wall_time(&self, ticks: u64) -> SystemTime {
+    /// The wall time at stopwatch reading `ticks`, in nanoseconds since the Unix epoch.
+    pub fn wall_nanos(&self, ticks: u64) -> u64 {
         if ticks >= self.anchor_ticks {
-            self.anchor_wall + Duration::from_nanos(self.watch.nanos(self.anchor_ticks, ticks))
+            self.anchor_nanos
+                .saturating_add(self.watch.nanos(self.anchor_ticks, ticks))
         } else {
-            self.anchor_wall - Duration::from_nanos(self.watch.nanos(ticks, self.anchor_ticks))
+            self.anchor_nanos
+                .saturating_sub(self.watch.nanos(ticks, self.anchor_ticks))
         }
     }
 }
 
-impl FoldSpan {
-    fn into_span_data(
-        self,
-        span_id: u64,
-        (start, end): (SystemTime, SystemTime),
-        root: Option<PodRoot>,
-        transition: Option<Transition>,
-        scope: &InstrumentationScope,
-    ) -> SpanData {
-        let kind = usize::from(self.kind);
-        let mut events = SpanEvents::default();
-        let (name, attributes) = match root {
-            Some(pod) => (Cow::Borrowed("pod"), pod_attributes(self.seq, pod)),
-            None => {
-                if let Some(t) = transition {
-                    events.events.push(transition_event(t, end));
-                }
-                (
-                    Cow::Borrowed(fold_span_name(kind)),
-                    vec![
-                        KeyValue::new("ledgerlet.record.seq", self.seq as i64),
-                        KeyValue::new(
-                            "ledgerlet.record.kind",
-                            crate::ledger::Event::KINDS
-                                .get(kind)
-                                .copied()
-                                .unwrap_or("unknown"),
-                        ),
-                    ],
-                )
-            }
-        };
-        SpanData {
-            span_context: SpanContext::new(
-                TraceId::from_bytes(self.trace_id),
-                SpanId::from(span_id),
-                TraceFlags::new(self.flags),
-                false,
-                TraceState::default(),
-            ),
-            parent_span_id: if self.parent_span_id == 0 {
-                SpanId::INVALID
-            } else {
-                SpanId::from(self.parent_span_id)
-            },
-            parent_span_is_remote: false,
-            span_kind: SpanKind::Internal,
-            name,
-            start_time: start,
-            end_time: end,
-            attributes,
-            dropped_attributes_count: 0,
-            events,
-            links: SpanLinks::default(),
-            status: Status::Unset,
-            instrumentation_scope: scope.clone(),
-        }
-    }
+/// What a collector said about a request it accepted (OTLP's partial success): how many of
+/// its spans it rejected, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartialSuccess {
+    /// Spans the collector rejected (0: it took them all).
+    pub rejected_spans: u64,
+    /// Its message, if any.
+    pub error_message: String,
 }
 
-/// The `pod worker transition` event of a fold span.
-fn transition_event(t: Transition, at: SystemTime) -> opentelemetry::trace::Event {
-    opentelemetry::trace::Event::new(
-        "pod worker transition",
-        at,
-        vec![
-            KeyValue::new("from", t.from),
-            KeyValue::new("to", t.to),
-            KeyValue::new("k8s.pod.uid", t.uid.as_str().to_string()),
-        ],
-        0,
-    )
-}
-
-/// The attributes of a pod's root span: the kubelet's pod attributes and the seq of the
-/// record whose fold first saw the pod.
-fn pod_attributes(seq: u64, pod: PodRoot) -> Vec<KeyValue> {
-    vec![
-        KeyValue::new("k8s.pod.uid", pod.uid.as_str().to_string()),
-        KeyValue::new("k8s.pod", format!("{}/{}", pod.namespace, pod.name)),
-        KeyValue::new("k8s.namespace.name", pod.namespace),
-        KeyValue::new("k8s.pod.name", pod.name),
-        KeyValue::new("ledgerlet.record.seq", seq as i64),
-    ]
-}
-
-/// `fold <kind>` for each kind, made once.
-fn fold_span_name(kind: usize) -> &'static str {
-    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    NAMES
-        .get_or_init(|| {
-            crate::ledger::Event::KINDS
-                .iter()
-                .map(|k| format!("fold {k}"))
-                .collect()
-        })
-        .get(kind)
-        .map_or("fold", String::as_str)
+/// Where the export thread sends each encoded `ExportTraceServiceRequest`: the OTLP/gRPC
+/// client (`observe::otlp_grpc`), or an in-process sink in tests and benchmarks.
+pub trait Transport: 'static {
+    /// Sends one request; the collector's partial success, or why the call failed.
+    fn send(
+        &self,
+        request: &[u8],
+    ) -> impl std::future::Future<Output = Result<PartialSuccess, String>>;
 }
 
 /// What the queue holds: spans made through the SDK one by one, fold spans a batch at a time.
@@ -393,6 +323,10 @@ pub struct SpanQueue {
     items: Mutex<Items>,
     capacity: usize,
     dropped: AtomicU64,
+    /// Spans the collector accepted so far.
+    exported: AtomicU64,
+    /// Spans the collector answered it rejected so far.
+    rejected: AtomicU64,
     /// Set while the export thread drains on its own timer: pushes need not wake it.
     polling: AtomicBool,
     control: SyncSender<Control>,
@@ -426,6 +360,16 @@ impl SpanQueue {
     /// Spans dropped so far.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Spans the collector accepted so far.
+    pub fn exported(&self) -> u64 {
+        self.exported.load(Ordering::Relaxed)
+    }
+
+    /// Spans the collector answered it rejected so far.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
     }
 
     fn count_dropped(&self, n: usize) {
@@ -589,16 +533,17 @@ pub struct Exporting {
 }
 
 impl Exporting {
-    /// Starts the export thread. `make` builds the exporter on that thread, inside its tokio
-    /// runtime (tonic channels need one); an error there is returned here.
-    pub fn start<E, F>(
+    /// Starts the export thread. `make` builds the transport on that thread, inside its
+    /// tokio runtime (tonic channels need one); an error there is returned here. Every
+    /// request carries `resource`.
+    pub fn start<T, F>(
         options: &ExportOptions,
         resource: Resource,
         make: F,
     ) -> Result<Exporting, String>
     where
-        E: SpanExporter + 'static,
-        F: FnOnce() -> Result<E, String> + Send + 'static,
+        T: Transport,
+        F: FnOnce() -> Result<T, String> + Send + 'static,
     {
         let capacity = options.max_queue_size.max(1);
         let (control_tx, control_rx) = mpsc::sync_channel(1);
@@ -606,6 +551,8 @@ impl Exporting {
             items: Mutex::new(Items::default()),
             capacity,
             dropped: AtomicU64::new(0),
+            exported: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
             polling: AtomicBool::new(false),
             control: control_tx,
         });
@@ -613,6 +560,7 @@ impl Exporting {
         metrics::gauge!(QUEUE_SPANS).set(0.0);
         metrics::counter!(SPANS_DROPPED_TOTAL).absolute(0);
         metrics::counter!(SPANS_EXPORTED_TOTAL).absolute(0);
+        metrics::counter!(SPANS_REJECTED_TOTAL).absolute(0);
         metrics::counter!(EXPORT_ERRORS_TOTAL).absolute(0);
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
         let q = queue.clone();
@@ -631,17 +579,16 @@ impl Exporting {
                         return;
                     }
                 };
-                let exporter = rt.block_on(async { make() });
-                let mut exporter = match exporter {
-                    Ok(e) => e,
+                let transport = match rt.block_on(async { make() }) {
+                    Ok(t) => t,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
-                exporter.set_resource(&resource);
+                let mut request = RequestEncoder::new(&resource);
                 let _ = ready_tx.send(Ok(()));
-                export_loop(&rt, &exporter, &q, &opts, control_rx);
+                export_loop(&rt, &transport, &mut request, &q, &opts, control_rx);
             })
             .map_err(|e| format!("cannot start the export thread: {e}"))?;
         match ready_rx.recv() {
@@ -734,24 +681,22 @@ fn yield_to_the_engine() {
     }
 }
 
-fn export_loop<E: SpanExporter>(
+fn export_loop<T: Transport>(
     rt: &tokio::runtime::Runtime,
-    exporter: &E,
+    transport: &T,
+    request: &mut RequestEncoder,
     queue: &SpanQueue,
     opts: &ExportOptions,
     control: Receiver<Control>,
 ) {
-    let mut conversion = Conversion::new(
-        InstrumentationScope::builder(SCOPE)
-            .with_version(env!("CARGO_PKG_VERSION"))
-            .build(),
-    );
+    let mut conversion = Conversion::new(scope());
     let period = Duration::from_millis(opts.export_period_ms.max(1));
     let timeout = Duration::from_millis(opts.export_timeout_ms.max(1));
     let batch_size = opts.max_export_batch_size.max(1);
     let mut last_error_log: Option<Instant> = None;
     let mut exported = 0u64;
     let mut errors = 0u64;
+    let mut rejected_total = 0u64;
     let poll = Duration::from_micros(POLL_INTERVAL_US);
     let mut polling = false;
     loop {
@@ -785,13 +730,13 @@ fn export_loop<E: SpanExporter>(
                 break;
             }
             budget = budget.saturating_sub(n);
-            let mut batch: Vec<SpanData> = Vec::with_capacity(n);
+            request.begin();
             let mut emptied = Vec::new();
             for item in items {
                 match item {
-                    Item::Sdk(s) => batch.push(*s),
+                    Item::Sdk(s) => request.sdk_span(&s),
                     Item::Folds(mut b) => {
-                        b.drain_into(&conversion, &mut batch);
+                        b.encode_into(&conversion, request);
                         emptied.push(b);
                     }
                 }
@@ -802,17 +747,28 @@ fn export_loop<E: SpanExporter>(
                 Some(d) => timeout.min(d.saturating_duration_since(Instant::now())),
                 None => timeout,
             };
+            let body = request.finish();
             let result = rt.block_on(async {
-                match tokio::time::timeout(limit, exporter.export(batch)).await {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(e.to_string()),
+                match tokio::time::timeout(limit, transport.send(body)).await {
+                    Ok(result) => result,
                     Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
                 }
             });
             match result {
-                Ok(()) => {
-                    exported += n;
+                Ok(partial) => {
+                    let rejected = partial.rejected_spans.min(n);
+                    exported += n - rejected;
+                    queue.exported.store(exported, Ordering::Relaxed);
                     metrics::counter!(SPANS_EXPORTED_TOTAL).absolute(exported);
+                    if rejected > 0 || !partial.error_message.is_empty() {
+                        rejected_total += rejected;
+                        queue.rejected.store(rejected_total, Ordering::Relaxed);
+                        metrics::counter!(SPANS_REJECTED_TOTAL).absolute(rejected_total);
+                        if last_error_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+                            last_error_log = Some(Instant::now());
+                            tracing::warn!(rejected, spans = n, message = %partial.error_message, "the OTLP collector rejected spans (logged at most once a minute)");
+                        }
+                    }
                 }
                 Err(e) => {
                     errors += 1;
@@ -829,10 +785,9 @@ fn export_loop<E: SpanExporter>(
             }
         }
         metrics::gauge!(QUEUE_SPANS).set(queue.len() as f64);
-        if let Some(d) = deadline {
+        if deadline.is_some() {
             let rest: usize = queue.take(usize::MAX).iter().map(Item::len).sum();
             queue.count_dropped(rest);
-            let _ = exporter.shutdown_with_timeout(d.saturating_duration_since(Instant::now()));
             if let Some(r) = reply {
                 let _ = r.send(());
             }
@@ -847,27 +802,54 @@ fn export_loop<E: SpanExporter>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Collects exported spans (a unit-test stand-in for a collector).
-    #[derive(Debug, Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<SpanData>>>);
-
-    impl SpanExporter for Sink {
-        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-            self.0.lock().unwrap().extend(batch);
-            Ok(())
-        }
-    }
+    use crate::observe::otlp_request::testing::SpanSink;
+    use opentelemetry::trace::{SpanId, TraceId};
 
     /// Never answers (a collector that accepted the connection and hangs).
     #[derive(Debug)]
     struct Hang;
 
-    impl SpanExporter for Hang {
-        async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
+    impl Transport for Hang {
+        async fn send(&self, _request: &[u8]) -> Result<PartialSuccess, String> {
             std::future::pending::<()>().await;
-            Ok(())
+            Ok(PartialSuccess::default())
         }
+    }
+
+    /// Accepts every request but rejects two of its spans.
+    #[derive(Debug)]
+    struct RejectsTwo;
+
+    impl Transport for RejectsTwo {
+        async fn send(&self, _request: &[u8]) -> Result<PartialSuccess, String> {
+            Ok(PartialSuccess {
+                rejected_spans: 2,
+                error_message: "too old".into(),
+            })
+        }
+    }
+
+    #[test]
+    fn spans_a_collector_rejects_are_counted_apart_from_the_exported() {
+        let ex = Exporting::start(
+            &ExportOptions {
+                export_period_ms: 60_000,
+                ..ExportOptions::default()
+            },
+            Resource::builder_empty().build(),
+            || Ok(RejectsTwo),
+        )
+        .unwrap();
+        let mut b = FoldBatch::default();
+        for i in 0..5 {
+            b.push(fold_span(i));
+        }
+        ex.queue().push_folds(&mut b);
+        assert!(ex.flush(Duration::from_secs(5)));
+        assert_eq!(ex.queue().exported(), 3);
+        assert_eq!(ex.queue().rejected(), 2);
+        assert_eq!(ex.queue().dropped(), 0);
+        ex.shutdown(Duration::from_secs(1));
     }
 
     fn fold_span(seq: u64) -> FoldSpan {
@@ -883,8 +865,8 @@ mod tests {
     }
 
     /// An export thread with `options` feeding a new sink.
-    fn exporting_to_sink(options: ExportOptions) -> (Exporting, Sink) {
-        let sink = Sink::default();
+    fn exporting_to_sink(options: ExportOptions) -> (Exporting, SpanSink) {
+        let sink = SpanSink::default();
         let s = sink.clone();
         let ex =
             Exporting::start(&options, Resource::builder_empty().build(), move || Ok(s)).unwrap();
@@ -917,7 +899,7 @@ mod tests {
         ex.queue().push_folds(&mut batch);
         assert!(batch.is_empty());
         assert!(ex.flush(Duration::from_secs(5)));
-        let got = sink.0.lock().unwrap().clone();
+        let got = sink.received();
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].name, "fold PodAdded");
         assert_eq!(got[0].parent_span_id, SpanId::INVALID);
@@ -970,8 +952,7 @@ mod tests {
         // the flow stopped: the thread goes back to waiting for a wake-up (a poll finds less
         // than a batch) without having lost a span, though nothing woke it
         let deadline = Instant::now() + Duration::from_secs(5);
-        while (q.polling.load(Ordering::Relaxed)
-            || sink.0.lock().unwrap().len() as u64 + q.dropped() < pushed)
+        while (q.polling.load(Ordering::Relaxed) || sink.count() as u64 + q.dropped() < pushed)
             && Instant::now() < deadline
         {
             std::thread::sleep(Duration::from_millis(5));
@@ -979,7 +960,7 @@ mod tests {
         assert!(!q.polling.load(Ordering::Relaxed));
         // every span is exported or counted as dropped (a thread delayed for the 16 ms the
         // queue holds on a loaded machine drops, and counts)
-        let exported = sink.0.lock().unwrap().len() as u64;
+        let exported = sink.count() as u64;
         assert_eq!(exported + q.dropped(), pushed);
         assert!(exported > 0, "{exported} of {pushed} exported");
         let pushed = exported + q.dropped();
@@ -992,15 +973,10 @@ mod tests {
         }
         q.push_folds(&mut batch);
         let deadline = Instant::now() + Duration::from_secs(5);
-        while (sink.0.lock().unwrap().len() as u64) + q.dropped() < pushed + 2100
-            && Instant::now() < deadline
-        {
+        while (sink.count() as u64) + q.dropped() < pushed + 2100 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(
-            sink.0.lock().unwrap().len() as u64 + q.dropped(),
-            pushed + 2100
-        );
+        assert_eq!(sink.count() as u64 + q.dropped(), pushed + 2100);
         ex.shutdown(Duration::from_secs(1));
     }
 
@@ -1109,7 +1085,7 @@ mod tests {
         batch.note_last(transition("uid-1"));
         ex.queue().push_folds(&mut batch);
         assert!(ex.flush(Duration::from_secs(5)));
-        let got = sink.0.lock().unwrap().clone();
+        let got = sink.received();
         assert_eq!(got.len(), 2);
         let attr = |s: &SpanData, k: &str| {
             s.attributes
@@ -1171,10 +1147,12 @@ mod tests {
         assert_eq!((front.notes[0].0, noted_uid(&front.notes[0].1)), (1, "a"));
         assert_eq!(b.spans.iter().map(|s| s.seq).collect::<Vec<_>>(), [3, 4, 5]);
         assert_eq!((b.notes[0].0, noted_uid(&b.notes[0].1)), (1, "b"));
-        let conversion = Conversion::new(InstrumentationScope::builder(SCOPE).build());
-        let mut out = Vec::new();
-        b.drain_into(&conversion, &mut out);
+        let conversion = Conversion::new(scope());
+        let mut request = RequestEncoder::new(&Resource::builder_empty().build());
+        request.begin();
+        b.encode_into(&conversion, &mut request);
         assert!(b.is_empty() && b.notes.is_empty());
+        let out = crate::observe::otlp_request::testing::spans(request.finish());
         let events: Vec<usize> = out.iter().map(|s| s.events.events.len()).collect();
         assert_eq!(events, [0, 1, 0]);
         let mut t = FoldBatch::default();

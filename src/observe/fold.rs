@@ -939,19 +939,7 @@ mod tests {
         out
     }
 
-    /// Collects exported spans.
-    #[derive(Debug, Clone, Default)]
-    struct Sink(Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>);
-
-    impl opentelemetry_sdk::trace::SpanExporter for Sink {
-        async fn export(
-            &self,
-            batch: Vec<opentelemetry_sdk::trace::SpanData>,
-        ) -> opentelemetry_sdk::error::OTelSdkResult {
-            self.0.lock().unwrap().extend(batch);
-            Ok(())
-        }
-    }
+    use crate::observe::otlp_request::testing::SpanSink as Sink;
 
     /// An observer with a tracer (every trace sampled, ids seeded with `seed`) whose spans
     /// an export thread with `options` hands to a new sink.
@@ -991,8 +979,7 @@ mod tests {
         observer.idle();
         assert!(exporting.flush(Duration::from_secs(5)));
         exporting.shutdown(Duration::from_secs(1));
-        let spans = sink.0.lock().unwrap().clone();
-        spans
+        sink.received()
     }
 
     #[test]

@@ -17,5 +17,8 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod otel;
+pub mod otlp_grpc;
+pub mod otlp_request;
 pub mod probe_metrics;
+pub mod protobuf;
 pub mod state_metrics;

@@ -12,12 +12,11 @@ use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::KeyValue;
-use opentelemetry_otlp::WithExportConfig;
-use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanExporter};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
 
 use super::context::{self, IdGen, RootSampler};
-use super::export::{ExportOptions, Exporting};
+use super::export::{ExportOptions, Exporting, Transport};
 use super::fold::FoldTracer;
 
 static GLOBAL: std::sync::OnceLock<Tracing> = std::sync::OnceLock::new();
@@ -67,6 +66,9 @@ pub enum TracingError {
         /// Why.
         reason: String,
     },
+    /// `OTEL_EXPORTER_OTLP_TRACES_HEADERS` or `OTEL_EXPORTER_OTLP_HEADERS` is malformed.
+    #[error("invalid OTLP export headers: {0}")]
+    Headers(String),
     /// The exporter or its thread could not start.
     #[error("cannot start the OTLP exporter: {0}")]
     Start(String),
@@ -137,22 +139,18 @@ impl Tracing {
     /// lazily: an unreachable collector is not an error (its spans are dropped and counted).
     pub fn start(cfg: &TracingConfig) -> Result<Tracing, TracingError> {
         let endpoint = normalize_endpoint(&cfg.endpoint)?;
+        let headers = super::otlp_grpc::headers_from_env().map_err(TracingError::Headers)?;
         let timeout = Duration::from_millis(cfg.export.export_timeout_ms.max(1));
         Tracing::start_with(cfg, move || {
-            opentelemetry_otlp::SpanExporter::builder()
-                .with_tonic()
-                .with_endpoint(endpoint)
-                .with_timeout(timeout)
-                .build()
-                .map_err(|e| e.to_string())
+            super::otlp_grpc::OtlpGrpc::connect_lazy(&endpoint, timeout, &headers)
         })
     }
 
-    /// Starts the pipeline with any exporter (benchmarks and unit tests).
-    pub fn start_with<E, F>(cfg: &TracingConfig, make: F) -> Result<Tracing, TracingError>
+    /// Starts the pipeline with any transport (benchmarks and unit tests).
+    pub fn start_with<T, F>(cfg: &TracingConfig, make: F) -> Result<Tracing, TracingError>
     where
-        E: SpanExporter + 'static,
-        F: FnOnce() -> Result<E, String> + Send + 'static,
+        T: Transport,
+        F: FnOnce() -> Result<T, String> + Send + 'static,
     {
         let resource = resource(cfg);
         let exporting =
@@ -172,7 +170,8 @@ impl Tracing {
 
     /// The tracer for `tracing-opentelemetry`.
     pub fn tracer(&self) -> SdkTracer {
-        self.provider.tracer(super::export::SCOPE)
+        // the fold spans' scope too, so a request holds one scope
+        self.provider.tracer_with_scope(super::export::scope())
     }
 
     /// A fold tracer for an engine (one per engine).
