@@ -275,14 +275,7 @@ impl RequestEncoder {
         let w = &mut self.w;
         // a fold span is 150 to 200 bytes: a two-byte length
         let s = w.open_reserving(field::SPANS, 2);
-        w.bytes_field(field::TRACE_ID, &span.trace_id);
-        w.bytes_field(field::SPAN_ID, &span_id.to_be_bytes());
-        if span.parent_span_id != 0 {
-            w.bytes_field(field::PARENT_SPAN_ID, &span.parent_span_id.to_be_bytes());
-        }
-        w.fixed32(field::FLAGS, u32::from(span.flags) | HAS_IS_REMOTE);
-        w.fixed64(field::START_TIME, start_nanos);
-        w.fixed64(field::END_TIME, end_nanos);
+        fold_span_ids_and_times(w, span, span_id, (start_nanos, end_nanos));
         let kind = self.kinds.get(usize::from(span.kind));
         match extras.root {
             Some(pod) => {
@@ -326,12 +319,7 @@ impl RequestEncoder {
                         ("to", t.to),
                         ("k8s.pod.uid", t.uid.as_str()),
                     ] {
-                        let a = w.open(field::EVENT_ATTRIBUTES);
-                        w.string(field::KEY, k);
-                        let val = w.open(field::VALUE);
-                        w.string(field::STRING_VALUE, v);
-                        w.close(val);
-                        w.close(a);
+                        string_key_value(w, field::EVENT_ATTRIBUTES, k, v);
                     }
                     w.close(e);
                 }
@@ -364,57 +352,47 @@ impl RequestEncoder {
         w.uint(field::KIND, span_kind(&span.span_kind));
         w.fixed64(field::START_TIME, unix_nanos(span.start_time));
         w.fixed64(field::END_TIME, unix_nanos(span.end_time));
-        for kv in &span.attributes {
-            key_value(w, field::ATTRIBUTES, kv.key.as_str(), &kv.value);
-        }
-        if span.dropped_attributes_count > 0 {
-            w.uint(
-                field::DROPPED_ATTRIBUTES,
-                u64::from(span.dropped_attributes_count),
-            );
-        }
+        attributes(
+            w,
+            (field::ATTRIBUTES, &span.attributes),
+            (field::DROPPED_ATTRIBUTES, span.dropped_attributes_count),
+        );
         for event in span.events.iter() {
             let e = w.open(field::EVENTS);
             w.fixed64(field::EVENT_TIME, unix_nanos(event.timestamp));
             w.string(field::EVENT_NAME, &event.name);
-            for kv in &event.attributes {
-                key_value(w, field::EVENT_ATTRIBUTES, kv.key.as_str(), &kv.value);
-            }
-            if event.dropped_attributes_count > 0 {
-                w.uint(
+            attributes(
+                w,
+                (field::EVENT_ATTRIBUTES, &event.attributes),
+                (
                     field::EVENT_DROPPED_ATTRIBUTES,
-                    u64::from(event.dropped_attributes_count),
-                );
-            }
+                    event.dropped_attributes_count,
+                ),
+            );
             w.close(e);
         }
-        if span.events.dropped_count > 0 {
-            w.uint(field::DROPPED_EVENTS, u64::from(span.events.dropped_count));
-        }
+        w.uint_unless_zero(field::DROPPED_EVENTS, u64::from(span.events.dropped_count));
         for link in span.links.iter() {
             let l = w.open(field::LINKS);
             let lc = &link.span_context;
             w.bytes_field(field::LINK_TRACE_ID, &lc.trace_id().to_bytes());
             w.bytes_field(field::LINK_SPAN_ID, &lc.span_id().to_bytes());
             w.string_unless_empty(field::LINK_TRACE_STATE, &lc.trace_state().header());
-            for kv in &link.attributes {
-                key_value(w, field::LINK_ATTRIBUTES, kv.key.as_str(), &kv.value);
-            }
-            if link.dropped_attributes_count > 0 {
-                w.uint(
+            attributes(
+                w,
+                (field::LINK_ATTRIBUTES, &link.attributes),
+                (
                     field::LINK_DROPPED_ATTRIBUTES,
-                    u64::from(link.dropped_attributes_count),
-                );
-            }
+                    link.dropped_attributes_count,
+                ),
+            );
             w.fixed32(
                 field::LINK_FLAGS,
                 span_flags(lc.trace_flags().to_u8(), lc.is_remote()),
             );
             w.close(l);
         }
-        if span.links.dropped_count > 0 {
-            w.uint(field::DROPPED_LINKS, u64::from(span.links.dropped_count));
-        }
+        w.uint_unless_zero(field::DROPPED_LINKS, u64::from(span.links.dropped_count));
         let st = w.open(field::STATUS);
         match &span.status {
             Status::Unset => {}
@@ -427,6 +405,24 @@ impl RequestEncoder {
         w.close(st);
         w.close(s);
     }
+}
+
+/// A fold span's ids, flags and times: 18 + 10 (+ 10 with a parent) + 6 + 18 bytes.
+#[inline]
+fn fold_span_ids_and_times(
+    w: &mut Writer,
+    span: &FoldSpan,
+    span_id: u64,
+    (start_nanos, end_nanos): (u64, u64),
+) {
+    w.bytes_field(field::TRACE_ID, &span.trace_id);
+    w.bytes_field(field::SPAN_ID, &span_id.to_be_bytes());
+    if span.parent_span_id != 0 {
+        w.bytes_field(field::PARENT_SPAN_ID, &span.parent_span_id.to_be_bytes());
+    }
+    w.fixed32(field::FLAGS, u32::from(span.flags) | HAS_IS_REMOTE);
+    w.fixed64(field::START_TIME, start_nanos);
+    w.fixed64(field::END_TIME, end_nanos);
 }
 
 /// The `KeyValue` of `ledgerlet.record.seq`, up to its integer value: key, length, the key's
@@ -455,14 +451,7 @@ fn plain_fold_span(
     w.reserve(3 + len);
     let start = w.len();
     w.len_prefix(field::SPANS, len);
-    w.bytes_field(field::TRACE_ID, &span.trace_id);
-    w.bytes_field(field::SPAN_ID, &span_id.to_be_bytes());
-    if parent_len != 0 {
-        w.bytes_field(field::PARENT_SPAN_ID, &span.parent_span_id.to_be_bytes());
-    }
-    w.fixed32(field::FLAGS, u32::from(span.flags) | HAS_IS_REMOTE);
-    w.fixed64(field::START_TIME, start_nanos);
-    w.fixed64(field::END_TIME, end_nanos);
+    fold_span_ids_and_times(w, span, span_id, (start_nanos, end_nanos));
     w.len_prefix(field::ATTRIBUTES, kv_len);
     w.string(field::KEY, SEQ_KEY);
     w.len_prefix(field::VALUE, value_len);
@@ -484,9 +473,14 @@ fn span_flags(trace_flags: u8, parent_is_remote: bool) -> u32 {
     flags
 }
 
-/// A `KeyValue` in `field` with a string value.
+/// A span attribute with a string value.
 fn string_attribute(w: &mut Writer, key: &str, value: &str) {
-    let a = w.open(field::ATTRIBUTES);
+    string_key_value(w, field::ATTRIBUTES, key, value);
+}
+
+/// A `KeyValue` in `field` with a string value.
+fn string_key_value(w: &mut Writer, field_number: u32, key: &str, value: &str) {
+    let a = w.open(field_number);
     w.string(field::KEY, key);
     let v = w.open(field::VALUE);
     w.string(field::STRING_VALUE, value);
@@ -502,6 +496,18 @@ fn int_attribute(w: &mut Writer, key: &str, value: i64) {
     w.int64(field::INT_VALUE, value);
     w.close(v);
     w.close(a);
+}
+
+/// Attributes, each a `KeyValue` in `field`, and how many were dropped (left out when 0).
+fn attributes(
+    w: &mut Writer,
+    (field_number, kvs): (u32, &[opentelemetry::KeyValue]),
+    (dropped_field, dropped): (u32, u32),
+) {
+    for kv in kvs {
+        key_value(w, field_number, kv.key.as_str(), &kv.value);
+    }
+    w.uint_unless_zero(dropped_field, u64::from(dropped));
 }
 
 /// A `KeyValue` in `field`.

@@ -111,6 +111,14 @@ impl Writer {
         self.varint(v);
     }
 
+    /// A `uint32` or `uint64` field, left out when 0 (proto3's default).
+    #[inline]
+    pub fn uint_unless_zero(&mut self, field: u32, v: u64) {
+        if v != 0 {
+            self.uint(field, v);
+        }
+    }
+
     /// An `int64` field (negative values take ten bytes, as protobuf's `int64` does).
     #[inline]
     pub fn int64(&mut self, field: u32, v: i64) {
