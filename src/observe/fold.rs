@@ -39,8 +39,9 @@ use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler, SeqSpanIds};
 use super::export::{FoldBatch, FoldSpan, PodRoot, SpanNote, SpanQueue, Transition, LONG_TURN};
 use super::exposition::{Histogram, Text};
-use super::fasthash::{UidHashMap, UidKey};
+use super::fasthash::UidKey;
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
+use super::starting_pods::{PodStart, StartingPods};
 
 /// Records folded, by kind.
 pub const RECORDS_TOTAL: &str = "ledgerlet_ledger_records_total";
@@ -328,17 +329,6 @@ impl FoldTracer {
     }
 }
 
-/// A pod between its first sighting and its start.
-#[derive(Clone, Debug)]
-struct PodStart {
-    first_seen: Time,
-    created: Option<Time>,
-    worker_started: bool,
-    running_seen: bool,
-    pull_started: Option<Time>,
-    pull_finished: Option<Time>,
-}
-
 /// The record the engine is on: its turn ends when the next record's fold starts or the
 /// engine goes idle, and only then is its duration known.
 #[derive(Clone, Copy, Debug)]
@@ -360,10 +350,8 @@ pub struct FoldObserver {
     /// The record whose turn is still running.
     turn: Option<Turn>,
     transitions: BTreeMap<(Phase, Phase), (u64, Histogram)>,
-    starting: UidHashMap<Uid, PodStart>,
-    /// Pods in `starting` whose worker has not started yet: while there are none (most
-    /// folds), a fold's commands are not searched for a worker start.
-    awaiting_worker: usize,
+    /// Pods between their first sighting and their start.
+    starting: StartingPods,
     worker_start: Histogram,
     pod_start: Histogram,
     pod_start_sli: Histogram,
@@ -391,8 +379,7 @@ impl FoldObserver {
             folds: TickHistograms::new(FAST_BUCKETS, Event::KINDS.len()),
             turn: None,
             transitions: BTreeMap::new(),
-            starting: UidHashMap::default(),
-            awaiting_worker: 0,
+            starting: StartingPods::default(),
             worker_start: Histogram::new(DEF_BUCKETS),
             pod_start: Histogram::new(POD_STARTUP_BUCKETS),
             pod_start_sli: Histogram::new(POD_STARTUP_BUCKETS),
@@ -670,7 +657,7 @@ impl FoldObserver {
             }
             return;
         }
-        if self.starting.contains_key(uid.as_str()) {
+        if self.starting.contains(uid.as_str()) {
             return;
         }
         if self.starting.len() >= MAX_TRACKED_PODS {
@@ -681,25 +668,14 @@ impl FoldObserver {
             .creation_timestamp
             .as_ref()
             .map(crate::core::pod_status::time_from_api);
-        self.awaiting_worker += 1;
-        self.starting.insert(
-            uid,
-            PodStart {
-                first_seen: at,
-                created,
-                worker_started: false,
-                running_seen: false,
-                pull_started: None,
-                pull_finished: None,
-            },
-        );
+        self.starting.track(uid, PodStart::new(at, created));
     }
 
     /// Pod start metrics: what a fold did for the pods between their first sighting and
     /// their start (only called while there are such pods).
     #[inline(never)]
     fn pod_start_progress(&mut self, node: &Node, record: &Record, commands: &[Command]) {
-        if self.awaiting_worker > 0 {
+        if self.starting.awaiting_worker() > 0 {
             self.worker_starts(record, commands);
         }
         match &record.event {
@@ -741,12 +717,7 @@ impl FoldObserver {
             if s.update_type != UpdateType::Create {
                 continue;
             }
-            let Some(st) = self.starting.get_mut(s.uid.as_str()) else {
-                continue;
-            };
-            if !st.worker_started {
-                st.worker_started = true;
-                self.awaiting_worker -= 1;
+            if let Some(st) = self.starting.worker_started(s.uid.as_str()) {
                 self.worker_start
                     .observe(record.at.since(st.first_seen).as_secs_f64());
                 let n = s.pod.spec.as_ref().map_or(0, |sp| sp.containers.len());
@@ -793,13 +764,7 @@ impl FoldObserver {
 
     /// Pod start metrics: the pod with `uid` is no longer tracked (started, or gone).
     fn forget_start(&mut self, uid: &str) {
-        if self
-            .starting
-            .remove(uid)
-            .is_some_and(|st| !st.worker_started)
-        {
-            self.awaiting_worker -= 1;
-        }
+        self.starting.forget(uid);
     }
 
     /// Writes the families this observer keeps.
@@ -1202,9 +1167,12 @@ mod tests {
         let mut node = Node::default();
         for r in &records {
             let _ = observer.fold(&mut node, r, None);
-            let awaiting = observer.starting.values();
-            let awaiting = awaiting.filter(|s| !s.worker_started).count();
-            assert_eq!(observer.awaiting_worker, awaiting, "after record {}", r.seq);
+            assert_eq!(
+                observer.starting.awaiting_worker(),
+                observer.starting.count_awaiting(),
+                "after record {}",
+                r.seq
+            );
         }
         assert!(total.len() > 20, "{} pods started", total.len());
         let worker_delays: Vec<f64> = workers.into_values().collect();

@@ -21,4 +21,5 @@ pub mod otlp_grpc;
 pub mod otlp_request;
 pub mod probe_metrics;
 pub mod protobuf;
+pub mod starting_pods;
 pub mod state_metrics;
