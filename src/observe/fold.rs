@@ -464,6 +464,11 @@ impl FoldObserver {
                     self.orphan_found(p, record.seq, kind, started);
                 }
             }
+            Event::PodUpdated(c) | Event::PodDeleted(c) | Event::PodRemoved(c)
+                if self.tracer.is_some() =>
+            {
+                self.pod_changed(&c.pod, record.seq, kind, started);
+            }
             _ => {}
         }
         #[cfg(debug_assertions)]
@@ -526,6 +531,28 @@ impl FoldObserver {
                 name: pod::name(p),
             };
             t.saw_pod(names, record.seq, kind as u8, started);
+        }
+    }
+
+    /// A source's update, deletion or removal of `p`, of `kind` whose turn started at
+    /// `started`: the pod's root span, if this is the first record about it (a source that
+    /// deletes a pod ledgerlet was never given, say), so the record's span has a parent.
+    #[cold]
+    #[inline(never)]
+    fn pod_changed(
+        &mut self,
+        p: &k8s_openapi::api::core::v1::Pod,
+        seq: u64,
+        kind: usize,
+        started: u64,
+    ) {
+        if let Some(t) = self.tracer.as_mut() {
+            let names = PodNames {
+                uid: pod::uid_str(p),
+                namespace: pod::namespace(p),
+                name: pod::name(p),
+            };
+            t.saw_pod(names, seq, kind as u8, started);
         }
     }
 
@@ -964,6 +991,26 @@ mod tests {
             seq: last + 1,
             ..(*again).clone()
         }));
+        // a source deletes a pod ledgerlet was never given: its first record roots it; and a
+        // known pod deleted gets no second root
+        let Event::PodAdded(change) = &again.event else {
+            unreachable!()
+        };
+        let mut stranger = (*change.pod).clone();
+        stranger.metadata.uid = Some("never-added-uid".into());
+        stranger.metadata.name = Some("stranger".into());
+        for (i, pod) in [stranger, (*change.pod).clone()].into_iter().enumerate() {
+            records.push(Arc::new(Record {
+                seq: last + 2 + i as u64,
+                at: again.at,
+                cause: None,
+                trace: None,
+                event: Event::PodDeleted(crate::ledger::event::PodConfigChange {
+                    source: change.source,
+                    pod: Arc::new(pod),
+                }),
+            }));
+        }
         let spans = traced_spans(&records);
         let attr = |s: &opentelemetry_sdk::trace::SpanData, k: &str| {
             s.attributes
@@ -979,10 +1026,14 @@ mod tests {
         let added: std::collections::BTreeSet<String> = records
             .iter()
             .filter_map(|r| match &r.event {
-                Event::PodAdded(c) => Some(pod::uid(&c.pod).as_str().to_string()),
+                Event::PodAdded(c)
+                | Event::PodUpdated(c)
+                | Event::PodDeleted(c)
+                | Event::PodRemoved(c) => Some(pod::uid(&c.pod).as_str().to_string()),
                 _ => None,
             })
             .collect();
+        assert!(added.contains("never-added-uid"));
         assert_eq!(
             spans.iter().filter(|s| s.name == "pod").count(),
             added.len(),
