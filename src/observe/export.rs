@@ -694,9 +694,7 @@ fn export_loop<T: Transport>(
     let timeout = Duration::from_millis(opts.export_timeout_ms.max(1));
     let batch_size = opts.max_export_batch_size.max(1);
     let mut last_error_log: Option<Instant> = None;
-    let mut exported = 0u64;
     let mut errors = 0u64;
-    let mut rejected_total = 0u64;
     let poll = Duration::from_micros(POLL_INTERVAL_US);
     let mut polling = false;
     loop {
@@ -757,13 +755,11 @@ fn export_loop<T: Transport>(
             match result {
                 Ok(partial) => {
                     let rejected = partial.rejected_spans.min(n);
-                    exported += n - rejected;
-                    queue.exported.store(exported, Ordering::Relaxed);
-                    metrics::counter!(SPANS_EXPORTED_TOTAL).absolute(exported);
+                    let exported = queue.exported.fetch_add(n - rejected, Ordering::Relaxed);
+                    metrics::counter!(SPANS_EXPORTED_TOTAL).absolute(exported + n - rejected);
                     if rejected > 0 || !partial.error_message.is_empty() {
-                        rejected_total += rejected;
-                        queue.rejected.store(rejected_total, Ordering::Relaxed);
-                        metrics::counter!(SPANS_REJECTED_TOTAL).absolute(rejected_total);
+                        let before = queue.rejected.fetch_add(rejected, Ordering::Relaxed);
+                        metrics::counter!(SPANS_REJECTED_TOTAL).absolute(before + rejected);
                         if last_error_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
                             last_error_log = Some(Instant::now());
                             tracing::warn!(rejected, spans = n, message = %partial.error_message, "the OTLP collector rejected spans (logged at most once a minute)");

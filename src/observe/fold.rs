@@ -467,7 +467,7 @@ impl FoldObserver {
             Event::PodUpdated(c) | Event::PodDeleted(c) | Event::PodRemoved(c)
                 if self.tracer.is_some() =>
             {
-                self.pod_changed(&c.pod, record.seq, kind, started);
+                self.config_pod_seen(&c.pod, record.seq, kind, started);
             }
             _ => {}
         }
@@ -524,22 +524,16 @@ impl FoldObserver {
         started: u64,
     ) {
         self.track_start(node, record.at, p);
-        if let Some(t) = self.tracer.as_mut() {
-            let names = PodNames {
-                uid: pod::uid_str(p),
-                namespace: pod::namespace(p),
-                name: pod::name(p),
-            };
-            t.saw_pod(names, record.seq, kind as u8, started);
-        }
+        self.config_pod_seen(p, record.seq, kind, started);
     }
 
-    /// A source's update, deletion or removal of `p`, of `kind` whose turn started at
-    /// `started`: the pod's root span, if this is the first record about it (a source that
-    /// deletes a pod ledgerlet was never given, say), so the record's span has a parent.
+    /// A source's addition, update, deletion or removal of `p`, of `kind` whose turn started
+    /// at `started`: the pod's root span, if this is the first record about it (its
+    /// `PodAdded`, or a deletion of a pod ledgerlet was never given, say), so the record's
+    /// span has a parent.
     #[cold]
     #[inline(never)]
-    fn pod_changed(
+    fn config_pod_seen(
         &mut self,
         p: &k8s_openapi::api::core::v1::Pod,
         seq: u64,
@@ -719,11 +713,11 @@ impl FoldObserver {
                 }
             }
             Event::SyncFinished(f) if f.work != crate::core::command::WorkType::Sync => {
-                self.forget_start(f.uid.as_str());
+                self.starting.forget(f.uid.as_str());
                 return;
             }
             Event::PodRemoved(c) | Event::PodDeleted(c) => {
-                self.forget_start(pod::uid_str(&c.pod));
+                self.starting.forget(pod::uid_str(&c.pod));
                 return;
             }
             _ => {}
@@ -785,13 +779,8 @@ impl FoldObserver {
             self.pod_start_total.observe(total.as_secs_f64());
             self.pod_start_sli
                 .observe(total.saturating_sub(pulling).as_secs_f64());
-            self.forget_start(uid.as_str());
+            self.starting.forget(uid.as_str());
         }
-    }
-
-    /// Pod start metrics: the pod with `uid` is no longer tracked (started, or gone).
-    fn forget_start(&mut self, uid: &str) {
-        self.starting.forget(uid);
     }
 
     /// Writes the families this observer keeps.

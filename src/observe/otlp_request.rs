@@ -295,7 +295,7 @@ impl RequestEncoder {
                 w.close(a);
                 string_attribute(w, "k8s.namespace.name", &pod.namespace);
                 string_attribute(w, "k8s.pod.name", &pod.name);
-                int_attribute(w, "ledgerlet.record.seq", span.seq as i64);
+                int_attribute(w, SEQ_KEY, span.seq as i64);
             }
             None => {
                 match kind {
@@ -305,7 +305,7 @@ impl RequestEncoder {
                         w.uint(field::KIND, INTERNAL);
                     }
                 }
-                int_attribute(w, "ledgerlet.record.seq", span.seq as i64);
+                int_attribute(w, SEQ_KEY, span.seq as i64);
                 match kind {
                     Some(k) => w.raw(&k.kind_attribute),
                     None => string_attribute(w, "ledgerlet.record.kind", "unknown"),
@@ -425,8 +425,7 @@ fn fold_span_ids_and_times(
     w.fixed64(field::END_TIME, end_nanos);
 }
 
-/// The `KeyValue` of `ledgerlet.record.seq`, up to its integer value: key, length, the key's
-/// field, the value's field and the integer's key (lengths filled in per span).
+/// The key of a fold span's seq attribute.
 const SEQ_KEY: &str = "ledgerlet.record.seq";
 
 /// Writes a fold span with no notes (nearly all of them): the ids, flags and times, the seq
