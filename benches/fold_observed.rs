@@ -33,6 +33,7 @@ use ledgerlet::observe::context::IdGen;
 use ledgerlet::observe::export::{ExportOptions, PartialSuccess, Transport};
 use ledgerlet::observe::fold::{FoldObserver, Parent};
 use ledgerlet::observe::otel::{Tracing, TracingConfig};
+use ledgerlet::observe::otlp_config::Protocol;
 use ledgerlet::sim::scenarios::busy_node;
 
 const TARGET_RATIO: f64 = 0.90;
@@ -252,7 +253,8 @@ fn main() {
     let s = sink.clone();
     let tracing = Tracing::start_with(
         &TracingConfig {
-            endpoint: "localhost:4317".into(),
+            endpoint: "http://localhost:4317".into(),
+            protocol: Protocol::Grpc,
             sampling_rate_per_million: 1_000_000,
             export: ExportOptions::default(),
             service_name: "ledgerlet-bench".into(),

@@ -319,3 +319,64 @@ fn otel_04_malformed_export_headers_stop_the_agent_at_start_up_naming_the_variab
         "{stderr}"
     );
 }
+
+#[test]
+fn otel_05_otlp_http_protobuf_set_by_the_opentelemetry_variables_reaches_a_real_collector() {
+    let Some(bin) = peers::rotel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rotel = Rotel::start(&bin, dir.path());
+    // no flag: the generic endpoint variable is a base that /v1/traces is added to
+    let agent = Agent::start_with_env(
+        &["--tracing-export-period-ms", "200"],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &rotel.http_base()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ],
+    );
+    agent.write_manifest("traced.yaml", JOB);
+    let uid = uid_of(&agent, "traced");
+    let spans = rotel.wait_for("syncTerminatedPod of the pod over OTLP/HTTP", 60, |spans| {
+        pod_span(spans, "syncTerminatedPod", &uid).map(|_| spans.to_vec())
+    });
+    let sync = pod_span(&spans, "syncPod", &uid).expect("a syncPod span");
+    let terminated = pod_span(&spans, "syncTerminatedPod", &uid).unwrap();
+    assert_eq!(sync.trace_id, terminated.trace_id, "one trace per pod");
+    let root = spans
+        .iter()
+        .find(|s| s.name == "pod" && s.attributes.get("k8s.pod.uid") == Some(&uid))
+        .expect("the pod's root span (a fold span's note) arrived");
+    assert!(
+        descends_from(&spans, sync, root),
+        "syncPod under the pod's root"
+    );
+    assert!(
+        spans.iter().any(|s| s.kind == "SPAN_KIND_CLIENT"
+            && s.name == "runtime.v1.RuntimeService/RunPodSandbox"
+            && descends_from(&spans, s, sync)),
+        "CRI client spans under syncPod"
+    );
+    // every export was accepted: none failed, none was rejected
+    let (_, text) = agent.get("/metrics");
+    assert!(metric(&text, "ledgerlet_trace_spans_exported_total") > 0.0);
+    assert_eq!(metric(&text, "ledgerlet_trace_export_errors_total"), 0.0);
+}
+
+#[test]
+fn otel_06_an_unknown_tracing_protocol_stops_the_agent_at_start_up_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
+        .args(["run", "--tracing-endpoint", "127.0.0.1:4318", "--root-dir"])
+        .arg(dir.path())
+        .env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            && stderr.contains("\"http/json\"")
+            && stderr.contains("http/protobuf or grpc"),
+        "{stderr}"
+    );
+}

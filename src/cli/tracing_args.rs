@@ -3,15 +3,22 @@
 use clap::Args;
 
 use crate::observe::export::ExportOptions;
-use crate::observe::otel::{self, TracingConfig, DEFAULT_ENDPOINT};
+use crate::observe::otel::{self, TracingConfig};
+use crate::observe::otlp_config::{self, Flags};
 
 #[derive(Args, Debug, Clone)]
 pub struct TracingArgs {
-    /// Export OpenTelemetry traces over OTLP/gRPC to this collector (host:port or
-    /// http://host:port; alone, localhost:4317). Without it, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-    /// or OTEL_EXPORTER_OTLP_ENDPOINT is used; with none of them, tracing is off.
-    #[arg(long, num_args = 0..=1, default_missing_value = DEFAULT_ENDPOINT)]
+    /// Export OpenTelemetry traces to this collector (host:port or http://host:port; alone,
+    /// localhost:4317, or localhost:4318 for OTLP/HTTP, which posts to /v1/traces unless a
+    /// path is given). Without it, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+    /// OTEL_EXPORTER_OTLP_ENDPOINT is used; with none of them, tracing is off.
+    #[arg(long, num_args = 0..=1, default_missing_value = "")]
     pub tracing_endpoint: Option<String>,
+    /// How traces are sent: grpc (OTLP/gRPC, the kubelet's) or http/protobuf (OTLP/HTTP).
+    /// Without it, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL is used;
+    /// with neither, grpc.
+    #[arg(long, value_name = "grpc|http/protobuf")]
+    pub tracing_protocol: Option<String>,
     /// Traces started per million (ParentBased(TraceIDRatio) as the kubelet; children follow
     /// their parent). The kubelet's default is 0; ledgerlet's is every trace.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
@@ -29,11 +36,24 @@ pub struct TracingArgs {
 }
 
 impl TracingArgs {
-    /// The pipeline's configuration, or `None` when no endpoint is configured.
-    pub fn config(&self, service: &str, node_name: &str, host_name: &str) -> Option<TracingConfig> {
-        let endpoint = otel::resolve_endpoint(self.tracing_endpoint.as_deref())?;
-        Some(TracingConfig {
-            endpoint,
+    /// The pipeline's configuration, `None` when no endpoint is configured, or why the
+    /// endpoint or protocol given is not usable.
+    pub fn config(
+        &self,
+        service: &str,
+        node_name: &str,
+        host_name: &str,
+    ) -> Result<Option<TracingConfig>, otel::TracingError> {
+        let flags = Flags {
+            endpoint: self.tracing_endpoint.as_deref(),
+            protocol: self.tracing_protocol.as_deref(),
+        };
+        let Some(destination) = otlp_config::resolve(flags, &|k| std::env::var(k).ok())? else {
+            return Ok(None);
+        };
+        Ok(Some(TracingConfig {
+            endpoint: destination.uri,
+            protocol: destination.protocol,
             sampling_rate_per_million: self.tracing_sampling_rate_per_million,
             export: ExportOptions {
                 max_queue_size: self.tracing_max_queue_size as usize,
@@ -44,7 +64,7 @@ impl TracingArgs {
             service_name: service.to_string(),
             node_name: node_name.to_string(),
             host_name: host_name.to_string(),
-        })
+        }))
     }
 
     /// Starts the pipeline (if configured) and the log output with its layer. A bad endpoint
@@ -57,13 +77,14 @@ impl TracingArgs {
         log_level: &str,
         json: bool,
     ) -> Result<(), otel::TracingError> {
-        let tracing = match self.config(service, node_name, host_name) {
-            Some(cfg) => Some(otel::install(&cfg)?),
+        let config = self.config(service, node_name, host_name)?;
+        let tracing = match &config {
+            Some(cfg) => Some(otel::install(cfg)?),
             None => None,
         };
         crate::observe::logging::init(log_level, json, tracing.map(|t| t.tracer()));
-        if let Some(cfg) = self.config(service, node_name, host_name) {
-            tracing::info!(endpoint = %cfg.endpoint, sampling_rate_per_million = cfg.sampling_rate_per_million, max_queue_size = cfg.export.max_queue_size, "exporting OpenTelemetry traces over OTLP/gRPC");
+        if let Some(cfg) = config {
+            tracing::info!(endpoint = %cfg.endpoint, protocol = cfg.protocol.as_str(), sampling_rate_per_million = cfg.sampling_rate_per_million, max_queue_size = cfg.export.max_queue_size, "exporting OpenTelemetry traces over OTLP");
         }
         Ok(())
     }

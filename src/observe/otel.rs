@@ -1,8 +1,8 @@
 //! The OpenTelemetry pipeline: where spans go, which are sampled, and what resource they
 //! carry.
 //!
-//! Owns `--tracing-endpoint` / `OTEL_EXPORTER_OTLP_ENDPOINT` resolution, the OTLP/gRPC
-//! exporter (tonic, plain HTTP/2 as the kubelet's), the SDK tracer provider that
+//! Owns starting the exporter the configuration names (`observe::otlp_config` resolves it:
+//! OTLP/gRPC as the kubelet's, or OTLP/HTTP), the SDK tracer provider that
 //! `tracing-opentelemetry` uses for command, CRI and status spans, and the fold tracer the
 //! engine uses for fold spans. Both feed one bounded queue (`observe::export`). Must not be
 //! started more than once per process; with no endpoint nothing is exported and no span
@@ -18,6 +18,9 @@ use opentelemetry_sdk::Resource;
 use super::context::{self, IdGen, RootSampler};
 use super::export::{ExportOptions, Exporting, Transport};
 use super::fold::FoldTracer;
+use super::otlp_config::{self, Protocol};
+use super::otlp_grpc::OtlpGrpc;
+use super::otlp_http::OtlpHttp;
 
 static GLOBAL: std::sync::OnceLock<Tracing> = std::sync::OnceLock::new();
 
@@ -35,14 +38,14 @@ pub fn global() -> Option<&'static Tracing> {
     GLOBAL.get()
 }
 
-/// The kubelet's default OTLP endpoint.
-pub const DEFAULT_ENDPOINT: &str = "localhost:4317";
-
 /// Tracing configuration (kubelet `TracingConfiguration` plus the queue's bounds).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TracingConfig {
-    /// OTLP/gRPC endpoint (`host:port` or `http://host:port`).
+    /// The collector's URI (`otlp_config::resolve`: `http://host:port`, with the path for
+    /// OTLP/HTTP).
     pub endpoint: String,
+    /// How spans are sent.
+    pub protocol: Protocol,
     /// Roots sampled per million (children follow their parent).
     pub sampling_rate_per_million: u32,
     /// Batching and bounds.
@@ -59,10 +62,22 @@ pub struct TracingConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum TracingError {
     /// The endpoint is not a usable URI.
-    #[error("invalid tracing endpoint {endpoint:?} (--tracing-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT): {reason}")]
+    #[error("invalid tracing endpoint {endpoint:?} ({origin}): {reason}")]
     Endpoint {
         /// The endpoint as given.
         endpoint: String,
+        /// The flag or variable it came from.
+        origin: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The protocol is not one ledgerlet speaks.
+    #[error("invalid tracing protocol {value:?} ({origin}): {reason}")]
+    Protocol {
+        /// The protocol as given.
+        value: String,
+        /// The flag or variable it came from.
+        origin: &'static str,
         /// Why.
         reason: String,
     },
@@ -72,43 +87,6 @@ pub enum TracingError {
     /// The exporter or its thread could not start.
     #[error("cannot start the OTLP exporter: {0}")]
     Start(String),
-}
-
-/// The endpoint to export to: the flag, else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else
-/// `OTEL_EXPORTER_OTLP_ENDPOINT`; `None` means tracing is off.
-pub fn resolve_endpoint(flag: Option<&str>) -> Option<String> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    flag.map(str::to_string)
-        .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
-        .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-}
-
-/// `host:port` (the kubelet's form) becomes `http://host:port`; a URI is checked.
-pub fn normalize_endpoint(endpoint: &str) -> Result<String, TracingError> {
-    let e = endpoint.trim();
-    let uri = if e.contains("://") {
-        e.to_string()
-    } else {
-        format!("http://{e}")
-    };
-    let bad = |reason: String| TracingError::Endpoint {
-        endpoint: endpoint.to_string(),
-        reason,
-    };
-    let parsed: tonic::codegen::http::Uri = uri.parse().map_err(|e| bad(format!("{e}")))?;
-    match parsed.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(bad(
-                "TLS is not supported; the kubelet's tracing endpoint is plain gRPC too (use http:// or host:port)".into(),
-            ))
-        }
-        other => return Err(bad(format!("unsupported scheme {other:?}"))),
-    }
-    if parsed.host().is_none_or(str::is_empty) {
-        return Err(bad("no host".into()));
-    }
-    Ok(uri)
 }
 
 /// The resource every span carries.
@@ -135,15 +113,21 @@ pub struct Tracing {
 }
 
 impl Tracing {
-    /// Starts the pipeline exporting OTLP/gRPC to `cfg.endpoint`. The connection is made
-    /// lazily: an unreachable collector is not an error (its spans are dropped and counted).
+    /// Starts the pipeline exporting OTLP to `cfg.endpoint` with `cfg.protocol`. The
+    /// connection is made lazily: an unreachable collector is not an error (its spans are
+    /// dropped and counted).
     pub fn start(cfg: &TracingConfig) -> Result<Tracing, TracingError> {
-        let endpoint = normalize_endpoint(&cfg.endpoint)?;
-        let headers = super::otlp_grpc::headers_from_env().map_err(TracingError::Headers)?;
+        let headers = otlp_config::headers_from_env().map_err(TracingError::Headers)?;
         let timeout = Duration::from_millis(cfg.export.export_timeout_ms.max(1));
-        Tracing::start_with(cfg, move || {
-            super::otlp_grpc::OtlpGrpc::connect_lazy(&endpoint, timeout, &headers)
-        })
+        let endpoint = cfg.endpoint.clone();
+        match cfg.protocol {
+            Protocol::Grpc => Tracing::start_with(cfg, move || {
+                OtlpGrpc::connect_lazy(&endpoint, timeout, &headers)
+            }),
+            Protocol::HttpProtobuf => {
+                Tracing::start_with(cfg, move || OtlpHttp::new(&endpoint, &headers))
+            }
+        }
     }
 
     /// Starts the pipeline with any transport (benchmarks and unit tests).
@@ -198,31 +182,5 @@ impl Tracing {
         context::set_enabled(false);
         let _ = self.provider.shutdown_with_timeout(timeout);
         self.exporting.shutdown(timeout);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_follow_the_kubelets_forms() {
-        assert_eq!(
-            normalize_endpoint("localhost:4317").unwrap(),
-            "http://localhost:4317"
-        );
-        assert_eq!(
-            normalize_endpoint("http://collector:4317").unwrap(),
-            "http://collector:4317"
-        );
-        let e = normalize_endpoint("https://collector:4317").unwrap_err();
-        assert!(e.to_string().contains("--tracing-endpoint"), "{e}");
-        assert!(normalize_endpoint("http://").is_err());
-        assert!(normalize_endpoint("ftp://x:1").is_err());
-    }
-
-    #[test]
-    fn the_flag_wins_over_the_environment() {
-        assert_eq!(resolve_endpoint(Some("a:1")).as_deref(), Some("a:1"),);
     }
 }

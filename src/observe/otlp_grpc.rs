@@ -2,9 +2,9 @@
 //! `TraceService/Export` over plain HTTP/2 (as the kubelet's tracing endpoint).
 //!
 //! Owns the channel (made lazily: an unreachable collector is not an error until a send),
-//! the request headers (`OTEL_EXPORTER_OTLP_TRACES_HEADERS` / `OTEL_EXPORTER_OTLP_HEADERS`)
-//! and reading the collector's answer (OTLP partial success). Must not encode spans
-//! (`observe::otlp_request`) or decide when to send (`observe::export`).
+//! the request headers as gRPC metadata, and reading the collector's answer (OTLP partial
+//! success). Must not encode spans (`observe::otlp_request`), decide when to send
+//! (`observe::export`) or read the configuration (`observe::otlp_config`).
 
 use std::time::Duration;
 
@@ -138,67 +138,6 @@ pub fn partial_success(response: &[u8]) -> Result<PartialSuccess, String> {
     Ok(out)
 }
 
-/// Where export headers are read from, most specific first.
-pub const HEADER_VARIABLES: [&str; 2] = [
-    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-    "OTEL_EXPORTER_OTLP_HEADERS",
-];
-
-/// The export headers from the environment (the first of [`HEADER_VARIABLES`] that is set
-/// and not blank), as the OpenTelemetry specification writes them: `key=value` pairs
-/// separated by commas, values percent-encoded. An entry without `=`, an empty key or a
-/// bad percent escape is an error naming the variable and the entry.
-pub fn headers_from_env() -> Result<Vec<(String, String)>, String> {
-    for var in HEADER_VARIABLES {
-        if let Ok(v) = std::env::var(var) {
-            if !v.trim().is_empty() {
-                return parse_headers(&v).map_err(|e| format!("{var}: {e}"));
-            }
-        }
-    }
-    Ok(Vec::new())
-}
-
-/// Parses `key=value,key2=value2` (values percent-decoded, keys lowercased).
-pub fn parse_headers(s: &str) -> Result<Vec<(String, String)>, String> {
-    let mut out = Vec::new();
-    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (k, v) = entry
-            .split_once('=')
-            .ok_or_else(|| format!("header entry {entry:?} has no '='"))?;
-        let key = k.trim().to_ascii_lowercase();
-        if key.is_empty() {
-            return Err(format!("header entry {entry:?} has an empty key"));
-        }
-        out.push((
-            key,
-            percent_decode(v.trim()).map_err(|e| format!("header {k:?}: {e}"))?,
-        ));
-    }
-    Ok(out)
-}
-
-fn percent_decode(s: &str) -> Result<String, String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = b
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("bad percent escape at byte {i} of {s:?}"))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("{s:?} is not UTF-8 once decoded"))
-}
-
 fn metadata(headers: &[(String, String)]) -> Result<MetadataMap, String> {
     let mut map = MetadataMap::new();
     for (k, v) in headers {
@@ -284,7 +223,7 @@ mod tests {
         let client = OtlpGrpc::connect_lazy(
             &format!("http://127.0.0.1:{port}"),
             Duration::from_secs(10),
-            &parse_headers("X-Tenant=team%20a").unwrap(),
+            &crate::observe::otlp_config::parse_headers("X-Tenant=team%20a").unwrap(),
         )
         .unwrap();
         let answer = client.send(&body).await.unwrap();
@@ -323,18 +262,7 @@ mod tests {
     }
 
     #[test]
-    fn headers_are_comma_separated_percent_encoded_pairs_and_bad_ones_are_named() {
-        assert_eq!(
-            parse_headers("Authorization=Basic%20YWJj, x-tenant = a=b ,").unwrap(),
-            [
-                ("authorization".to_string(), "Basic YWJj".to_string()),
-                ("x-tenant".to_string(), "a=b".to_string()),
-            ]
-        );
-        assert!(parse_headers("").unwrap().is_empty());
-        assert!(parse_headers("novalue").unwrap_err().contains("novalue"));
-        assert!(parse_headers("=v").unwrap_err().contains("empty key"));
-        assert!(parse_headers("k=%zz").unwrap_err().contains("percent"));
+    fn headers_that_http2_metadata_cannot_carry_are_errors() {
         assert!(metadata(&[("bad key".into(), "v".into())]).is_err());
         assert!(metadata(&[("k".into(), "line\nbreak".into())]).is_err());
         assert_eq!(

@@ -93,6 +93,8 @@ fn wait_port(port: u16, what: &str, log: &Path) {
 pub struct Rotel {
     child: Child,
     pub port: u16,
+    /// Its OTLP/HTTP receiver's port.
+    pub http_port: u16,
     pub log: PathBuf,
 }
 
@@ -117,12 +119,23 @@ impl Rotel {
             .spawn()
             .expect("start rotel-agent");
         wait_port(port, "rotel", &log);
-        Rotel { child, port, log }
+        wait_port(http_port, "rotel's OTLP/HTTP receiver", &log);
+        Rotel {
+            child,
+            port,
+            http_port,
+            log,
+        }
     }
 
     /// The endpoint for `--tracing-endpoint`.
     pub fn endpoint(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The base URI of its OTLP/HTTP receiver (for `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub fn http_base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
     }
 
     /// Every span logged so far.

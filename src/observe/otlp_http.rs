@@ -1,0 +1,437 @@
+//! The OTLP/HTTP client: posts encoded trace export requests to a collector as binary
+//! protobuf (`Content-Type: application/x-protobuf`) over plain HTTP/1.1, the OpenTelemetry
+//! specification's `http/protobuf` protocol.
+//!
+//! Owns one kept-alive connection (opened when first needed, opened again after the
+//! collector closed it or an exchange failed), the request headers, and reading the answer:
+//! a success's body is an `ExportTraceServiceResponse` (its partial success is read), a
+//! failure's a `google.rpc.Status` (its message is reported). Must not encode spans
+//! (`observe::otlp_request`), decide when to send or how long to wait (`observe::export`
+//! bounds every call), or read the configuration (`observe::otlp_config`). Used from the
+//! export thread's single-threaded runtime only.
+
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{HeaderMap, Request, Uri};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::export::{PartialSuccess, Transport};
+use super::otlp_grpc::partial_success;
+use super::protobuf::{read_fields, FieldValue};
+
+/// The most of a collector's answer that is read (an `ExportTraceServiceResponse` or a
+/// `google.rpc.Status` is a few hundred bytes); a longer one is an error.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// The most of an error answer's text quoted in an error.
+const QUOTED_BYTES: usize = 200;
+
+/// The media type of OTLP/HTTP binary protobuf requests and answers.
+pub const PROTOBUF: &str = "application/x-protobuf";
+
+/// An OTLP/HTTP trace exporter's connection.
+#[derive(Debug)]
+pub struct OtlpHttp {
+    /// The URI requests are posted to (for errors).
+    uri: String,
+    /// `host:port`, connected to and sent as `Host`.
+    authority: String,
+    /// Path and query of the requests.
+    path: String,
+    /// Sent with every request (the configured ones, then the protocol's own).
+    headers: HeaderMap,
+    /// The kept-alive connection, if one is open.
+    connection: Mutex<Option<SendRequest<Full<Bytes>>>>,
+}
+
+impl OtlpHttp {
+    /// A client posting to `uri` (`http://host:port/path`), connecting when first used; every
+    /// request carries `headers`. A header that HTTP cannot carry is an error naming it.
+    pub fn new(uri: &str, headers: &[(String, String)]) -> Result<OtlpHttp, String> {
+        let parsed: Uri = uri
+            .parse()
+            .map_err(|e| format!("invalid OTLP endpoint {uri:?}: {e}"))?;
+        if parsed.scheme_str() != Some("http") {
+            return Err(format!(
+                "invalid OTLP endpoint {uri:?}: only http:// is supported"
+            ));
+        }
+        let host = parsed
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| format!("invalid OTLP endpoint {uri:?}: no host"))?;
+        let port = parsed.port_u16().unwrap_or(80);
+        let authority = if host.starts_with('[') || !host.contains(':') {
+            format!("{host}:{port}")
+        } else {
+            format!("[{host}]:{port}")
+        };
+        let path = parsed
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|e| format!("header name {k:?}: {e}"))?;
+            let value = HeaderValue::from_str(v)
+                .map_err(|e| format!("header {k:?}: value not allowed in HTTP: {e}"))?;
+            map.append(name, value);
+        }
+        let own = [
+            (hyper::header::CONTENT_TYPE, PROTOBUF.to_string()),
+            (
+                hyper::header::USER_AGENT,
+                format!("ledgerlet/{}", env!("CARGO_PKG_VERSION")),
+            ),
+            (hyper::header::HOST, authority.clone()),
+        ];
+        for (name, value) in own {
+            let value = HeaderValue::from_str(&value)
+                .map_err(|e| format!("header {name}: {value:?}: {e}"))?;
+            map.insert(name, value);
+        }
+        Ok(OtlpHttp {
+            uri: uri.to_string(),
+            authority,
+            path,
+            headers: map,
+            connection: Mutex::new(None),
+        })
+    }
+
+    fn request(&self, body: &[u8]) -> Result<Request<Full<Bytes>>, String> {
+        let mut req = Request::post(self.path.as_str())
+            .body(Full::new(Bytes::copy_from_slice(body)))
+            .map_err(|e| format!("OTLP collector {}: {e}", self.uri))?;
+        *req.headers_mut() = self.headers.clone();
+        Ok(req)
+    }
+
+    /// Opens a connection to the collector.
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
+        let unreachable = |e: String| format!("OTLP collector {}: not reachable: {e}", self.uri);
+        let tcp = TcpStream::connect(&self.authority)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        // ends when the sender is dropped or the collector closes the connection
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    /// One exchange on `sender`: the answer's status and body, or why there is none.
+    async fn exchange(
+        &self,
+        sender: &mut SendRequest<Full<Bytes>>,
+        body: &[u8],
+    ) -> Result<(hyper::StatusCode, Bytes), String> {
+        sender.ready().await.map_err(|e| e.to_string())?;
+        let response = sender
+            .send_request(self.request(body)?)
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status();
+        let answer = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer (at most {MAX_ANSWER_BYTES} bytes): {e}"))?
+            .to_bytes();
+        Ok((status, answer))
+    }
+}
+
+impl Transport for OtlpHttp {
+    async fn send(&self, request: &[u8]) -> Result<PartialSuccess, String> {
+        let kept = self.connection.lock().expect("OTLP connection").take();
+        let (mut sender, reused) = match kept {
+            Some(s) if !s.is_closed() => (s, true),
+            _ => (self.connect().await?, false),
+        };
+        let mut result = self.exchange(&mut sender, request).await;
+        if result.is_err() && reused {
+            // the collector may have closed the idle connection as the request went out:
+            // once more on a new one
+            sender = self.connect().await?;
+            result = self.exchange(&mut sender, request).await;
+        }
+        let (status, answer) = result.map_err(|e| format!("OTLP collector {}: {e}", self.uri))?;
+        if !sender.is_closed() {
+            *self.connection.lock().expect("OTLP connection") = Some(sender);
+        }
+        if status.is_success() {
+            return partial_success(&answer);
+        }
+        Err(format!(
+            "OTLP collector {}: HTTP {status}{}",
+            self.uri,
+            error_detail(&answer)
+        ))
+    }
+}
+
+/// What a failure's answer says: a `google.rpc.Status` message, else the start of its text.
+fn error_detail(answer: &[u8]) -> String {
+    let status_message = read_fields(answer).ok().and_then(|fields| {
+        fields.into_iter().find_map(|(n, v)| match (n, v) {
+            (2, FieldValue::Bytes(m)) => std::str::from_utf8(m).ok().map(str::to_string),
+            _ => None,
+        })
+    });
+    if let Some(m) = status_message.filter(|m| !m.trim().is_empty()) {
+        return format!(": {m}");
+    }
+    match std::str::from_utf8(answer) {
+        Ok(text) if !text.trim().is_empty() => {
+            let mut end = text.len().min(QUOTED_BYTES);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!(": {:?}", text[..end].trim())
+        }
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::protobuf::Writer;
+    use hyper::service::service_fn;
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A request as the collector received it.
+    #[derive(Clone, Debug)]
+    struct Received {
+        method: String,
+        path: String,
+        content_type: Option<String>,
+        tenant: Option<String>,
+        host: Option<String>,
+        body: Vec<u8>,
+        /// Which connection it came on (0, 1, …).
+        connection: usize,
+    }
+
+    /// A real HTTP/1.1 collector on a loopback port that answers every request with
+    /// `status` and `body`, keeping connections alive or not.
+    struct Collector {
+        port: u16,
+        received: Arc<Mutex<Vec<Received>>>,
+    }
+
+    impl Collector {
+        async fn start(status: u16, body: Vec<u8>, keep_alive: bool) -> Collector {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let received: Arc<Mutex<Vec<Received>>> = Arc::default();
+            let keep = received.clone();
+            tokio::spawn(async move {
+                for connection in 0.. {
+                    let (tcp, _) = listener.accept().await.unwrap();
+                    let (keep, body) = (keep.clone(), body.clone());
+                    let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let (keep, body) = (keep.clone(), body.clone());
+                        async move {
+                            let header = |n: &str| {
+                                req.headers()
+                                    .get(n)
+                                    .and_then(|v| v.to_str().ok())
+                                    .map(str::to_string)
+                            };
+                            let mut got = Received {
+                                method: req.method().to_string(),
+                                path: req.uri().to_string(),
+                                content_type: header("content-type"),
+                                tenant: header("x-tenant"),
+                                host: header("host"),
+                                body: Vec::new(),
+                                connection,
+                            };
+                            got.body = req.into_body().collect().await.unwrap().to_bytes().to_vec();
+                            keep.lock().unwrap().push(got);
+                            let answer = hyper::Response::builder()
+                                .status(status)
+                                .header("content-type", PROTOBUF)
+                                .body(Full::new(Bytes::from(body)))
+                                .unwrap();
+                            Ok::<_, Infallible>(answer)
+                        }
+                    });
+                    tokio::spawn(async move {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .keep_alive(keep_alive)
+                            .serve_connection(TokioIo::new(tcp), service)
+                            .await;
+                    });
+                }
+            });
+            Collector { port, received }
+        }
+
+        fn uri(&self) -> String {
+            format!("http://127.0.0.1:{}/v1/traces", self.port)
+        }
+
+        fn received(&self) -> Vec<Received> {
+            self.received.lock().unwrap().clone()
+        }
+    }
+
+    fn partial(rejected: i64, message: &str) -> Vec<u8> {
+        let mut w = Writer::default();
+        let p = w.open(1);
+        w.int64(1, rejected);
+        w.string(2, message);
+        w.close(p);
+        w.bytes().to_vec()
+    }
+
+    fn a_request() -> Vec<u8> {
+        let resource = opentelemetry_sdk::Resource::builder_empty().build();
+        let mut request = crate::observe::otlp_request::RequestEncoder::new(&resource);
+        request.begin();
+        request.scope(&crate::observe::export::scope());
+        request.fold_span(
+            &crate::observe::export::FoldSpan {
+                trace_id: 5u128.to_be_bytes(),
+                parent_span_id: 0,
+                seq: 1,
+                start_ticks: 0,
+                duration_ticks: 0,
+                kind: 0,
+                flags: 1,
+            },
+            9,
+            (1, 2),
+            Default::default(),
+        );
+        request.finish().to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_request_is_posted_as_protobuf_with_its_headers_and_the_answers_partial_success_is_read(
+    ) {
+        let collector = Collector::start(200, partial(1, "one too many"), true).await;
+        let headers = crate::observe::otlp_config::parse_headers("X-Tenant=team%20a").unwrap();
+        let client = OtlpHttp::new(&collector.uri(), &headers).unwrap();
+        let body = a_request();
+        let answer = client.send(&body).await.unwrap();
+        assert_eq!(
+            answer,
+            PartialSuccess {
+                rejected_spans: 1,
+                error_message: "one too many".into(),
+            }
+        );
+        let got = collector.received();
+        assert_eq!(got.len(), 1);
+        let r = &got[0];
+        assert_eq!(r.method, "POST");
+        assert_eq!(r.path, "/v1/traces");
+        assert_eq!(r.content_type.as_deref(), Some(PROTOBUF));
+        assert_eq!(r.tenant.as_deref(), Some("team a"));
+        assert_eq!(r.host, Some(format!("127.0.0.1:{}", collector.port)));
+        assert_eq!(
+            crate::observe::otlp_request::testing::decode(&r.body),
+            crate::observe::otlp_request::testing::decode(&body),
+            "the collector got the bytes sent"
+        );
+        assert_eq!(r.body, body);
+    }
+
+    #[tokio::test]
+    async fn the_connection_is_kept_alive_and_opened_again_when_the_collector_closes_it() {
+        let kept = Collector::start(200, Vec::new(), true).await;
+        let client = OtlpHttp::new(&kept.uri(), &[]).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                client.send(&a_request()).await.unwrap(),
+                PartialSuccess::default()
+            );
+        }
+        let connections: Vec<usize> = kept.received().iter().map(|r| r.connection).collect();
+        assert_eq!(connections, [0, 0, 0], "one connection for three requests");
+
+        let closing = Collector::start(200, Vec::new(), false).await;
+        let client = OtlpHttp::new(&closing.uri(), &[]).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                client.send(&a_request()).await.unwrap(),
+                PartialSuccess::default()
+            );
+        }
+        let connections: Vec<usize> = closing.received().iter().map(|r| r.connection).collect();
+        assert_eq!(connections, [0, 1, 2], "a new connection after each close");
+    }
+
+    #[tokio::test]
+    async fn a_failure_is_an_error_with_the_uri_the_status_and_the_collectors_message() {
+        // google.rpc.Status { code: 3, message: "bad trace id" }
+        let mut status = Writer::default();
+        status.int64(1, 3);
+        status.string(2, "bad trace id");
+        let collector = Collector::start(400, status.bytes().to_vec(), true).await;
+        let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
+        let err = client.send(&a_request()).await.unwrap_err();
+        assert!(
+            err.contains(&collector.uri()) && err.contains("400") && err.contains("bad trace id"),
+            "{err}"
+        );
+        // a plain-text answer is quoted
+        let collector = Collector::start(503, b"overloaded, try later".to_vec(), true).await;
+        let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
+        let err = client.send(&a_request()).await.unwrap_err();
+        assert!(
+            err.contains("503") && err.contains("overloaded, try later"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_collector_is_an_error_naming_it_not_a_hang() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let uri = format!("http://127.0.0.1:{port}/v1/traces");
+        let client = OtlpHttp::new(&uri, &[]).unwrap();
+        let err = tokio::time::timeout(Duration::from_secs(10), client.send(&a_request()))
+            .await
+            .expect("refused at once, not hung")
+            .unwrap_err();
+        assert!(err.contains(&uri) && err.contains("not reachable"), "{err}");
+    }
+
+    #[test]
+    fn headers_http_cannot_carry_and_non_http_uris_are_errors() {
+        let uri = "http://127.0.0.1:4318/v1/traces";
+        assert!(OtlpHttp::new(uri, &[("bad key".into(), "v".into())])
+            .unwrap_err()
+            .contains("bad key"));
+        assert!(OtlpHttp::new(uri, &[("k".into(), "line\nbreak".into())]).is_err());
+        assert!(OtlpHttp::new("https://c:4318/v1/traces", &[]).is_err());
+        assert!(OtlpHttp::new("http:///v1/traces", &[]).is_err());
+    }
+
+    #[test]
+    fn an_error_answer_is_quoted_short_and_whole_characters() {
+        assert_eq!(error_detail(&[]), "");
+        let long = "é".repeat(300);
+        let d = error_detail(long.as_bytes());
+        assert!(d.len() < QUOTED_BYTES + 10, "{d}");
+        assert!(d.starts_with(": \"é"), "{d}");
+    }
+}
