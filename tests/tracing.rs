@@ -298,22 +298,38 @@ fn otel_03_without_an_endpoint_records_carry_no_trace_and_nothing_is_exported() 
     assert!(!text.contains("ledgerlet_trace_queue_capacity_spans"));
 }
 
-#[test]
-fn otel_04_malformed_export_headers_stop_the_agent_at_start_up_naming_the_variable_and_entry() {
+/// Runs `ledgerlet run` with `args` and `env` (the other export variables removed), which
+/// must stop at start-up with exit code 2; its stderr.
+fn start_up_failure(args: &[&str], env: &[(&str, &str)]) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
-        .args(["run", "--tracing-endpoint", "127.0.0.1:4317", "--root-dir"])
-        .arg(dir.path())
-        .env(
-            "OTEL_EXPORTER_OTLP_HEADERS",
-            "authorization=Basic%20abc,tenant",
-        )
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ledgerlet"));
+    cmd.arg("run").args(args).arg("--root-dir").arg(dir.path());
+    for var in [
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn otel_04_malformed_export_headers_stop_the_agent_at_start_up_naming_the_variable_and_entry() {
+    let stderr = start_up_failure(
+        &["--tracing-endpoint", "127.0.0.1:4317"],
+        &[(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "authorization=Basic%20abc,tenant",
+        )],
+    );
     assert!(
         stderr.contains("OTEL_EXPORTER_OTLP_HEADERS") && stderr.contains("\"tenant\""),
         "{stderr}"
@@ -363,16 +379,10 @@ fn otel_05_otlp_http_protobuf_set_by_the_opentelemetry_variables_reaches_a_real_
 
 #[test]
 fn otel_06_an_unknown_tracing_protocol_stops_the_agent_at_start_up_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
-        .args(["run", "--tracing-endpoint", "127.0.0.1:4318", "--root-dir"])
-        .arg(dir.path())
-        .env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = start_up_failure(
+        &["--tracing-endpoint", "127.0.0.1:4318"],
+        &[("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")],
+    );
     assert!(
         stderr.contains("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
             && stderr.contains("\"http/json\"")

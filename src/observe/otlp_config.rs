@@ -418,21 +418,12 @@ mod tests {
         );
         // the traces variable: as it is, even without a path
         let by_env = Flags::default();
-        let traces = |v| {
-            [
-                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
-                (TRACES_ENDPOINT_VARIABLE, v),
-            ]
-        };
+        let http_env = |var, v| [("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"), (var, v)];
+        let traces = |v| http_env(TRACES_ENDPOINT_VARIABLE, v);
         assert_eq!(uri(by_env, &traces("http://c:4318/x")), "http://c:4318/x");
         assert_eq!(uri(by_env, &traces("http://c:4318")), "http://c:4318/");
         // the generic variable: a base that v1/traces is added to
-        let generic = |v| {
-            [
-                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
-                (ENDPOINT_VARIABLE, v),
-            ]
-        };
+        let generic = |v| http_env(ENDPOINT_VARIABLE, v);
         assert_eq!(
             uri(by_env, &generic("http://c:4318")),
             "http://c:4318/v1/traces"

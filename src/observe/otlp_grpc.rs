@@ -201,25 +201,7 @@ mod tests {
                 .add_service(TraceServiceServer::new(collector.clone()))
                 .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
         );
-        let resource = opentelemetry_sdk::Resource::builder_empty().build();
-        let mut request = crate::observe::otlp_request::RequestEncoder::new(&resource);
-        request.begin();
-        request.scope(&crate::observe::export::scope());
-        request.fold_span(
-            &crate::observe::export::FoldSpan {
-                trace_id: 5u128.to_be_bytes(),
-                parent_span_id: 0,
-                seq: 1,
-                start_ticks: 0,
-                duration_ticks: 0,
-                kind: 0,
-                flags: 1,
-            },
-            9,
-            (1, 2),
-            Default::default(),
-        );
-        let body = request.finish().to_vec();
+        let body = crate::observe::otlp_request::testing::one_fold_span_request();
         let client = OtlpGrpc::connect_lazy(
             &format!("http://127.0.0.1:{port}"),
             Duration::from_secs(10),

@@ -299,26 +299,18 @@ mod tests {
         w.bytes().to_vec()
     }
 
-    fn a_request() -> Vec<u8> {
-        let resource = opentelemetry_sdk::Resource::builder_empty().build();
-        let mut request = crate::observe::otlp_request::RequestEncoder::new(&resource);
-        request.begin();
-        request.scope(&crate::observe::export::scope());
-        request.fold_span(
-            &crate::observe::export::FoldSpan {
-                trace_id: 5u128.to_be_bytes(),
-                parent_span_id: 0,
-                seq: 1,
-                start_ticks: 0,
-                duration_ticks: 0,
-                kind: 0,
-                flags: 1,
-            },
-            9,
-            (1, 2),
-            Default::default(),
-        );
-        request.finish().to_vec()
+    use crate::observe::otlp_request::testing::one_fold_span_request as a_request;
+
+    /// Which connection each of three requests came on.
+    async fn connections_of_three_sends(collector: &Collector) -> Vec<usize> {
+        let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                client.send(&a_request()).await.unwrap(),
+                PartialSuccess::default()
+            );
+        }
+        collector.received().iter().map(|r| r.connection).collect()
     }
 
     #[tokio::test]
@@ -355,25 +347,10 @@ mod tests {
     #[tokio::test]
     async fn the_connection_is_kept_alive_and_opened_again_when_the_collector_closes_it() {
         let kept = Collector::start(200, Vec::new(), true).await;
-        let client = OtlpHttp::new(&kept.uri(), &[]).unwrap();
-        for _ in 0..3 {
-            assert_eq!(
-                client.send(&a_request()).await.unwrap(),
-                PartialSuccess::default()
-            );
-        }
-        let connections: Vec<usize> = kept.received().iter().map(|r| r.connection).collect();
+        let connections = connections_of_three_sends(&kept).await;
         assert_eq!(connections, [0, 0, 0], "one connection for three requests");
-
         let closing = Collector::start(200, Vec::new(), false).await;
-        let client = OtlpHttp::new(&closing.uri(), &[]).unwrap();
-        for _ in 0..3 {
-            assert_eq!(
-                client.send(&a_request()).await.unwrap(),
-                PartialSuccess::default()
-            );
-        }
-        let connections: Vec<usize> = closing.received().iter().map(|r| r.connection).collect();
+        let connections = connections_of_three_sends(&closing).await;
         assert_eq!(connections, [0, 1, 2], "a new connection after each close");
     }
 

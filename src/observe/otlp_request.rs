@@ -583,6 +583,29 @@ pub(crate) mod testing {
 
     use crate::observe::export::{PartialSuccess, Transport};
 
+    /// A request holding one fold span, as the transports' tests send it.
+    pub fn one_fold_span_request() -> Vec<u8> {
+        let resource = opentelemetry_sdk::Resource::builder_empty().build();
+        let mut request = super::RequestEncoder::new(&resource);
+        request.begin();
+        request.scope(&crate::observe::export::scope());
+        request.fold_span(
+            &crate::observe::export::FoldSpan {
+                trace_id: 5u128.to_be_bytes(),
+                parent_span_id: 0,
+                seq: 1,
+                start_ticks: 0,
+                duration_ticks: 0,
+                kind: 0,
+                flags: 1,
+            },
+            9,
+            (1, 2),
+            Default::default(),
+        );
+        request.finish().to_vec()
+    }
+
     /// The request, decoded.
     pub fn decode(request: &[u8]) -> ExportTraceServiceRequest {
         ExportTraceServiceRequest::decode(request).expect("a valid ExportTraceServiceRequest")
