@@ -416,30 +416,42 @@ mod tests {
             uri(http("http://c:4318/custom/traces"), &[]),
             "http://c:4318/custom/traces"
         );
-        // the traces variable: as it is, even without a path
-        let by_env = Flags::default();
-        let http_env = |var, v| [("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"), (var, v)];
-        let traces = |v| http_env(TRACES_ENDPOINT_VARIABLE, v);
-        assert_eq!(uri(by_env, &traces("http://c:4318/x")), "http://c:4318/x");
-        assert_eq!(uri(by_env, &traces("http://c:4318")), "http://c:4318/");
-        // the generic variable: a base that v1/traces is added to
-        let generic = |v| http_env(ENDPOINT_VARIABLE, v);
-        assert_eq!(
-            uri(by_env, &generic("http://c:4318")),
-            "http://c:4318/v1/traces"
-        );
-        assert_eq!(
-            uri(by_env, &generic("http://c:4318/otlp/")),
-            "http://c:4318/otlp/v1/traces"
-        );
-        assert_eq!(
-            uri(by_env, &generic("http://c:4318/otlp")),
-            "http://c:4318/otlp/v1/traces"
-        );
-        assert_eq!(
-            uri(by_env, &generic("http://c:4318/otlp?tenant=a")),
-            "http://c:4318/otlp/v1/traces?tenant=a"
-        );
+        // the traces variable: as it is, even without a path; the generic variable: a base
+        // that v1/traces is added to
+        for (var, value, expected) in [
+            (
+                TRACES_ENDPOINT_VARIABLE,
+                "http://c:4318/x",
+                "http://c:4318/x",
+            ),
+            (TRACES_ENDPOINT_VARIABLE, "http://c:4318", "http://c:4318/"),
+            (
+                ENDPOINT_VARIABLE,
+                "http://c:4318",
+                "http://c:4318/v1/traces",
+            ),
+            (
+                ENDPOINT_VARIABLE,
+                "http://c:4318/otlp/",
+                "http://c:4318/otlp/v1/traces",
+            ),
+            (
+                ENDPOINT_VARIABLE,
+                "http://c:4318/otlp",
+                "http://c:4318/otlp/v1/traces",
+            ),
+            (
+                ENDPOINT_VARIABLE,
+                "http://c:4318/otlp?tenant=a",
+                "http://c:4318/otlp/v1/traces?tenant=a",
+            ),
+        ] {
+            let vars = [
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+                (var, value),
+            ];
+            assert_eq!(uri(Flags::default(), &vars), expected, "{var}={value}");
+        }
     }
 
     #[test]

@@ -229,11 +229,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_collector_is_an_error_naming_it_not_a_hang() {
-        // a port nothing listens on (bound, then closed)
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
+        let port = crate::observe::otlp_request::testing::closed_loopback_port();
         let endpoint = format!("http://127.0.0.1:{port}");
         let client = OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(5), &[]).unwrap();
         let err = client.send(&[]).await.unwrap_err();

@@ -379,10 +379,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_collector_is_an_error_naming_it_not_a_hang() {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
+        let port = crate::observe::otlp_request::testing::closed_loopback_port();
         let uri = format!("http://127.0.0.1:{port}/v1/traces");
         let client = OtlpHttp::new(&uri, &[]).unwrap();
         let err = tokio::time::timeout(Duration::from_secs(10), client.send(&a_request()))

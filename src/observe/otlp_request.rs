@@ -606,6 +606,12 @@ pub(crate) mod testing {
         request.finish().to_vec()
     }
 
+    /// A loopback port nothing listens on (bound, then closed): an unreachable collector.
+    pub fn closed_loopback_port() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        l.local_addr().expect("its address").port()
+    }
+
     /// The request, decoded.
     pub fn decode(request: &[u8]) -> ExportTraceServiceRequest {
         ExportTraceServiceRequest::decode(request).expect("a valid ExportTraceServiceRequest")
