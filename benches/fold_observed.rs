@@ -31,6 +31,7 @@ use ledgerlet::core::{fold, Command, Node};
 use ledgerlet::ledger::{Event, Record, TraceParent};
 use ledgerlet::observe::context::IdGen;
 use ledgerlet::observe::export::{ExportOptions, PartialSuccess, Transport};
+use ledgerlet::observe::export_retry::SendError;
 use ledgerlet::observe::fold::{FoldObserver, Parent};
 use ledgerlet::observe::otel::{Tracing, TracingConfig};
 use ledgerlet::observe::otlp_config::Protocol;
@@ -58,7 +59,7 @@ const RATIO_LINE: &str = "fold_observed-process-ratio ";
 struct Sink(Arc<Mutex<u64>>);
 
 impl Transport for Sink {
-    async fn send(&self, request: &[u8]) -> Result<PartialSuccess, String> {
+    async fn send(&self, request: &[u8]) -> Result<PartialSuccess, SendError> {
         *self.0.lock().unwrap() += std::hint::black_box(request).len() as u64;
         Ok(PartialSuccess::default())
     }

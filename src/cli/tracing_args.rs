@@ -30,9 +30,17 @@ pub struct TracingArgs {
     /// How often the span queue is exported.
     #[arg(long, default_value_t = 1000)]
     pub tracing_export_period_ms: u64,
-    /// Longest time one export call may take.
+    /// Longest time one export call may take, its retries included.
     #[arg(long, default_value_t = 10_000)]
     pub tracing_export_timeout_ms: u64,
+    /// First wait before an export the collector may take later (gRPC Unavailable, HTTP
+    /// 429/502/503/504, a refused connection) is sent again; then ×1.5 per retry, randomized
+    /// by ±50 %, within the export timeout. 0 turns retries off.
+    #[arg(long, default_value_t = 5_000)]
+    pub tracing_export_retry_initial_backoff_ms: u64,
+    /// Longest wait between retries of an export.
+    #[arg(long, default_value_t = 30_000)]
+    pub tracing_export_retry_max_backoff_ms: u64,
 }
 
 impl TracingArgs {
@@ -59,6 +67,8 @@ impl TracingArgs {
                 max_queue_size: self.tracing_max_queue_size as usize,
                 export_period_ms: self.tracing_export_period_ms,
                 export_timeout_ms: self.tracing_export_timeout_ms,
+                retry_initial_backoff_ms: self.tracing_export_retry_initial_backoff_ms,
+                retry_max_backoff_ms: self.tracing_export_retry_max_backoff_ms,
                 ..ExportOptions::default()
             },
             service_name: service.to_string(),

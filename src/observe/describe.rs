@@ -176,7 +176,11 @@ pub fn describe_all() {
     );
     describe_counter!(
         super::export::EXPORT_ERRORS_TOTAL,
-        "OTLP export calls that failed or timed out."
+        "OTLP export calls that failed or timed out, retries included."
+    );
+    describe_counter!(
+        super::export::EXPORT_RETRIES_TOTAL,
+        "OTLP export requests sent again after a failure the collector may get over (gRPC Unavailable, HTTP 429/502/503/504)."
     );
     describe_gauge!(
         super::export::QUEUE_SPANS,

@@ -21,7 +21,9 @@ use opentelemetry_sdk::trace::{SpanData, SpanProcessor};
 use opentelemetry_sdk::Resource;
 
 use super::clock::Stopwatch;
-use super::context::SeqSpanIds;
+use super::context::{IdGen, SeqSpanIds};
+pub use super::export_retry::SendError;
+use super::export_retry::{self, RetryPolicy};
 use super::otlp_request::{unix_nanos, FoldExtras, RequestEncoder};
 
 /// Spans dropped because the queue was full (or tracing was shutting down).
@@ -32,6 +34,8 @@ pub const SPANS_EXPORTED_TOTAL: &str = "ledgerlet_trace_spans_exported_total";
 pub const SPANS_REJECTED_TOTAL: &str = "ledgerlet_trace_spans_rejected_total";
 /// Export calls that failed or timed out (their spans are lost).
 pub const EXPORT_ERRORS_TOTAL: &str = "ledgerlet_trace_export_errors_total";
+/// Requests sent again after a failure the collector may get over.
+pub const EXPORT_RETRIES_TOTAL: &str = "ledgerlet_trace_export_retries_total";
 /// Spans waiting in the queue.
 pub const QUEUE_SPANS: &str = "ledgerlet_trace_queue_spans";
 /// The queue's bound.
@@ -270,13 +274,15 @@ pub struct PartialSuccess {
 }
 
 /// Where the export thread sends each encoded `ExportTraceServiceRequest`: the OTLP/gRPC
-/// client (`observe::otlp_grpc`), or an in-process sink in tests and benchmarks.
+/// or OTLP/HTTP client (`observe::otlp_grpc`, `observe::otlp_http`), or an in-process sink
+/// in tests and benchmarks.
 pub trait Transport: 'static {
-    /// Sends one request; the collector's partial success, or why the call failed.
+    /// Sends one request once; the collector's partial success, or why the call failed and
+    /// whether the same request may succeed later (`observe::export_retry` retries it).
     fn send(
         &self,
         request: &[u8],
-    ) -> impl std::future::Future<Output = Result<PartialSuccess, String>>;
+    ) -> impl std::future::Future<Output = Result<PartialSuccess, SendError>>;
 }
 
 /// What the queue holds: spans made through the SDK one by one, fold spans a batch at a time.
@@ -509,8 +515,15 @@ pub struct ExportOptions {
     pub max_export_batch_size: usize,
     /// How often the queue is drained when it is less than half full.
     pub export_period_ms: u64,
-    /// Longest time one export call may take (a dead collector costs at most this per batch).
+    /// Longest time one export call may take, its retries included (a dead collector costs
+    /// at most this per batch).
     pub export_timeout_ms: u64,
+    /// The first wait before a request the collector may take later is sent again (then
+    /// ×1.5 per retry, randomized by ±50 %); 0 turns retries off. The kubelet's OTLP
+    /// exporter's default: 5 s.
+    pub retry_initial_backoff_ms: u64,
+    /// The longest wait between retries (the kubelet's OTLP exporter's default: 30 s).
+    pub retry_max_backoff_ms: u64,
 }
 
 impl Default for ExportOptions {
@@ -522,6 +535,8 @@ impl Default for ExportOptions {
             max_export_batch_size: 512,
             export_period_ms: 1000,
             export_timeout_ms: 10_000,
+            retry_initial_backoff_ms: 5_000,
+            retry_max_backoff_ms: 30_000,
         }
     }
 }
@@ -562,6 +577,7 @@ impl Exporting {
         metrics::counter!(SPANS_EXPORTED_TOTAL).absolute(0);
         metrics::counter!(SPANS_REJECTED_TOTAL).absolute(0);
         metrics::counter!(EXPORT_ERRORS_TOTAL).absolute(0);
+        metrics::counter!(EXPORT_RETRIES_TOTAL).absolute(0);
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
         let q = queue.clone();
         let opts = options.clone();
@@ -695,6 +711,12 @@ fn export_loop<T: Transport>(
     let batch_size = opts.max_export_batch_size.max(1);
     let mut last_error_log: Option<Instant> = None;
     let mut errors = 0u64;
+    let mut retries = 0u64;
+    let policy = RetryPolicy {
+        initial_backoff_ms: opts.retry_initial_backoff_ms,
+        max_backoff_ms: opts.retry_max_backoff_ms,
+    };
+    let mut random = IdGen::from_os();
     let poll = Duration::from_micros(POLL_INTERVAL_US);
     let mut polling = false;
     loop {
@@ -746,13 +768,18 @@ fn export_loop<T: Transport>(
                 None => timeout,
             };
             let body = request.finish();
-            let result = rt.block_on(async {
-                match tokio::time::timeout(limit, transport.send(body)).await {
-                    Ok(result) => result,
-                    Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
-                }
-            });
-            match result {
+            let outcome = rt.block_on(export_retry::send(
+                transport,
+                body,
+                limit,
+                policy,
+                &mut random,
+            ));
+            if outcome.retries > 0 {
+                retries += outcome.retries;
+                metrics::counter!(EXPORT_RETRIES_TOTAL).absolute(retries);
+            }
+            match outcome.result {
                 Ok(partial) => {
                     let rejected = partial.rejected_spans.min(n);
                     let exported = queue.exported.fetch_add(n - rejected, Ordering::Relaxed);
@@ -806,7 +833,7 @@ mod tests {
     struct Hang;
 
     impl Transport for Hang {
-        async fn send(&self, _request: &[u8]) -> Result<PartialSuccess, String> {
+        async fn send(&self, _request: &[u8]) -> Result<PartialSuccess, SendError> {
             std::future::pending::<()>().await;
             Ok(PartialSuccess::default())
         }
@@ -817,7 +844,7 @@ mod tests {
     struct RejectsTwo;
 
     impl Transport for RejectsTwo {
-        async fn send(&self, _request: &[u8]) -> Result<PartialSuccess, String> {
+        async fn send(&self, _request: &[u8]) -> Result<PartialSuccess, SendError> {
             Ok(PartialSuccess {
                 rejected_spans: 2,
                 error_message: "too old".into(),
@@ -846,6 +873,64 @@ mod tests {
         assert_eq!(ex.queue().rejected(), 2);
         assert_eq!(ex.queue().dropped(), 0);
         ex.shutdown(Duration::from_secs(1));
+    }
+
+    /// Unavailable for its first `failures` requests, then accepts them; counts requests.
+    #[derive(Debug)]
+    struct ComesBack {
+        failures: u32,
+        requests: Arc<AtomicU64>,
+    }
+
+    impl Transport for ComesBack {
+        async fn send(&self, _request: &[u8]) -> Result<PartialSuccess, SendError> {
+            let n = self.requests.fetch_add(1, Ordering::Relaxed);
+            if n < u64::from(self.failures) {
+                return Err(SendError::retryable("restarting", None));
+            }
+            Ok(PartialSuccess::default())
+        }
+    }
+
+    /// Exports five fold spans to a collector unavailable for its first `failures` requests,
+    /// with `retry_initial_backoff_ms`; the spans exported and the requests it saw.
+    fn export_to_a_collector_coming_back(
+        failures: u32,
+        retry_initial_backoff_ms: u64,
+    ) -> (u64, u64) {
+        let requests = Arc::new(AtomicU64::new(0));
+        let r = requests.clone();
+        let ex = Exporting::start(
+            &ExportOptions {
+                export_period_ms: 60_000,
+                retry_initial_backoff_ms,
+                ..ExportOptions::default()
+            },
+            Resource::builder_empty().build(),
+            move || {
+                Ok(ComesBack {
+                    failures,
+                    requests: r,
+                })
+            },
+        )
+        .unwrap();
+        let mut b = FoldBatch::default();
+        for i in 0..5 {
+            b.push(fold_span(i));
+        }
+        ex.queue().push_folds(&mut b);
+        assert!(ex.flush(Duration::from_secs(30)));
+        let exported = ex.queue().exported();
+        ex.shutdown(Duration::from_secs(1));
+        (exported, requests.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn an_export_the_collector_may_take_later_is_sent_again_and_not_lost() {
+        assert_eq!(export_to_a_collector_coming_back(2, 1), (5, 3));
+        // retries off: the batch is lost after one request
+        assert_eq!(export_to_a_collector_coming_back(2, 0), (0, 1));
     }
 
     fn fold_span(seq: u64) -> FoldSpan {
@@ -1166,6 +1251,7 @@ mod tests {
                 max_export_batch_size: 4,
                 export_period_ms: 1,
                 export_timeout_ms: 60_000,
+                ..ExportOptions::default()
             },
             Resource::builder_empty().build(),
             || Ok(Hang),

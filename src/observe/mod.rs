@@ -9,6 +9,7 @@ pub mod command;
 pub mod context;
 pub mod describe;
 pub mod export;
+pub mod export_retry;
 pub mod exposition;
 pub mod fasthash;
 pub mod fold;

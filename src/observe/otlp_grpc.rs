@@ -14,7 +14,7 @@ use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::Channel;
 use tonic::Status;
 
-use super::export::{PartialSuccess, Transport};
+use super::export::{PartialSuccess, SendError, Transport};
 use super::otlp_request::EXPORT_PATH;
 use super::protobuf::{read_fields, FieldValue};
 
@@ -90,11 +90,12 @@ impl OtlpGrpc {
 }
 
 impl Transport for OtlpGrpc {
-    async fn send(&self, request: &[u8]) -> Result<PartialSuccess, String> {
+    async fn send(&self, request: &[u8]) -> Result<PartialSuccess, SendError> {
         let mut grpc = self.grpc.clone();
-        grpc.ready()
-            .await
-            .map_err(|e| format!("OTLP collector {}: not reachable: {e}", self.endpoint))?;
+        grpc.ready().await.map_err(|e| {
+            let message = format!("OTLP collector {}: not reachable: {e}", self.endpoint);
+            SendError::retryable(message, None)
+        })?;
         let mut req = tonic::Request::new(Bytes::copy_from_slice(request));
         *req.metadata_mut() = self.headers.clone();
         let answer = grpc
@@ -106,15 +107,76 @@ impl Transport for OtlpGrpc {
             .await
             .map_err(|s| {
                 // a connection that fails is an Unavailable status too, with the cause
-                format!(
+                let message = format!(
                     "OTLP collector {}: {:?}: {}",
                     self.endpoint,
                     s.code(),
                     s.message()
-                )
+                );
+                let delay = retry_delay(s.details());
+                if retryable(s.code(), delay) {
+                    SendError::retryable(message, delay)
+                } else {
+                    SendError::fatal(message)
+                }
             })?;
-        partial_success(answer.get_ref())
+        Ok(partial_success(answer.get_ref())?)
     }
+}
+
+/// Whether a call that ended with `code` may succeed if sent again (the OTLP specification's
+/// retryable codes, as the Go exporter reads them): `ResourceExhausted` only when the
+/// collector said when to come back (`delay`, its `RetryInfo`).
+pub fn retryable(code: tonic::Code, delay: Option<Duration>) -> bool {
+    use tonic::Code;
+    match code {
+        Code::Cancelled
+        | Code::DeadlineExceeded
+        | Code::Aborted
+        | Code::OutOfRange
+        | Code::Unavailable
+        | Code::DataLoss => true,
+        Code::ResourceExhausted => delay.is_some(),
+        _ => false,
+    }
+}
+
+/// The `google.rpc.RetryInfo` delay among a status's details (the encoded
+/// `google.rpc.Status` of `grpc-status-details-bin`), if any.
+pub fn retry_delay(details: &[u8]) -> Option<Duration> {
+    const RETRY_INFO: &[u8] = b"type.googleapis.com/google.rpc.RetryInfo";
+    let fields = read_fields(details).ok()?;
+    fields.into_iter().find_map(|(n, v)| {
+        // Status.details: repeated Any { type_url = 1, value = 2 }
+        let (3, FieldValue::Bytes(any)) = (n, v) else {
+            return None;
+        };
+        let any = read_fields(any).ok()?;
+        let is_retry_info = any
+            .iter()
+            .any(|(n, v)| matches!((n, v), (1, FieldValue::Bytes(t)) if *t == RETRY_INFO));
+        let value = any.iter().find_map(|(n, v)| match (n, v) {
+            (2, FieldValue::Bytes(b)) if is_retry_info => Some(*b),
+            _ => None,
+        })?;
+        // RetryInfo { retry_delay = 1: Duration { seconds = 1, nanos = 2 } }
+        let delay = read_fields(value)
+            .ok()?
+            .into_iter()
+            .find_map(|(n, v)| match (n, v) {
+                (1, FieldValue::Bytes(d)) => Some(d),
+                _ => None,
+            })?;
+        let (mut seconds, mut nanos) = (0u64, 0u32);
+        for (n, v) in read_fields(delay).ok()? {
+            match (n, v) {
+                (1, FieldValue::Varint(s)) => seconds = (s as i64).max(0) as u64,
+                (2, FieldValue::Varint(ns)) => nanos = (ns as i64).clamp(0, 999_999_999) as u32,
+                _ => {}
+            }
+        }
+        Some(Duration::new(seconds, nanos))
+    })
 }
 
 /// Reads an `ExportTraceServiceResponse`: its `partial_success`, if any.
@@ -234,9 +296,111 @@ mod tests {
         let client = OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(5), &[]).unwrap();
         let err = client.send(&[]).await.unwrap_err();
         assert!(
-            err.contains(&endpoint) && err.contains("Unavailable"),
-            "{err}"
+            err.message.contains(&endpoint) && err.message.contains("Unavailable"),
+            "{err:?}"
         );
+        assert!(err.retryable, "a collector that is down may come back");
+    }
+
+    /// Always answers with `status`.
+    #[derive(Clone)]
+    struct Fails(Status);
+
+    #[tonic::async_trait]
+    impl TraceService for Fails {
+        async fn export(
+            &self,
+            _request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, Status> {
+            Err(self.0.clone())
+        }
+    }
+
+    /// An encoded `google.rpc.Status` with a `RetryInfo` of `seconds` and `nanos`.
+    fn status_with_retry_info(seconds: i64, nanos: i64) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.int64(1, 8);
+        w.string(2, "slow down");
+        let any = w.open(3);
+        w.string(1, "type.googleapis.com/google.rpc.RetryInfo");
+        let info = w.open(2);
+        let delay = w.open(1);
+        w.int64(1, seconds);
+        w.int64(2, nanos);
+        w.close(delay);
+        w.close(info);
+        w.close(any);
+        w.bytes().to_vec()
+    }
+
+    #[test]
+    fn retryable_codes_are_the_otlp_specifications_and_retry_info_is_read() {
+        use tonic::Code;
+        for code in [
+            Code::Cancelled,
+            Code::DeadlineExceeded,
+            Code::Aborted,
+            Code::OutOfRange,
+            Code::Unavailable,
+            Code::DataLoss,
+        ] {
+            assert!(retryable(code, None), "{code:?}");
+        }
+        for code in [
+            Code::InvalidArgument,
+            Code::Unauthenticated,
+            Code::PermissionDenied,
+            Code::Unimplemented,
+            Code::Internal,
+        ] {
+            assert!(!retryable(code, None), "{code:?}");
+        }
+        assert!(!retryable(Code::ResourceExhausted, None));
+        assert!(retryable(
+            Code::ResourceExhausted,
+            Some(Duration::from_secs(1))
+        ));
+        assert_eq!(
+            retry_delay(&status_with_retry_info(2, 500_000_000)),
+            Some(Duration::from_millis(2_500))
+        );
+        assert_eq!(retry_delay(&[]), None);
+        let mut other = Writer::default();
+        let any = other.open(3);
+        other.string(1, "type.googleapis.com/google.rpc.DebugInfo");
+        other.string(2, "x");
+        other.close(any);
+        assert_eq!(retry_delay(other.bytes()), None);
+    }
+
+    #[tokio::test]
+    async fn a_real_collectors_failure_status_and_its_retry_info_decide_the_retry() {
+        let serve = |status: Status| async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            tokio::spawn(
+                tonic::transport::Server::builder()
+                    .add_service(TraceServiceServer::new(Fails(status)))
+                    .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            );
+            let endpoint = format!("http://127.0.0.1:{port}");
+            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(10), &[]).unwrap()
+        };
+        let body = crate::observe::otlp_request::testing::one_fold_span_request();
+        let throttled = serve(Status::with_details(
+            tonic::Code::ResourceExhausted,
+            "slow down",
+            Bytes::from(status_with_retry_info(3, 0)),
+        ))
+        .await;
+        let err = throttled.send(&body).await.unwrap_err();
+        assert!(err.retryable, "{err:?}");
+        assert_eq!(err.retry_after, Some(Duration::from_secs(3)));
+        assert!(err.message.contains("slow down"), "{err:?}");
+        let refused = serve(Status::invalid_argument("bad span")).await;
+        let err = refused.send(&body).await.unwrap_err();
+        assert!(!err.retryable, "{err:?}");
+        assert!(err.message.contains("InvalidArgument"), "{err:?}");
     }
 
     #[test]

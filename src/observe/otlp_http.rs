@@ -11,6 +11,7 @@
 //! export thread's single-threaded runtime only.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -20,7 +21,7 @@ use hyper::{HeaderMap, Request, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use super::export::{PartialSuccess, Transport};
+use super::export::{PartialSuccess, SendError, Transport};
 use super::otlp_grpc::partial_success;
 use super::protobuf::{read_fields, FieldValue};
 
@@ -114,8 +115,13 @@ impl OtlpHttp {
     }
 
     /// Opens a connection to the collector.
-    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
-        let unreachable = |e: String| format!("OTLP collector {}: not reachable: {e}", self.uri);
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, SendError> {
+        let unreachable = |e: String| {
+            SendError::retryable(
+                format!("OTLP collector {}: not reachable: {e}", self.uri),
+                None,
+            )
+        };
         let tcp = TcpStream::connect(&self.authority)
             .await
             .map_err(|e| unreachable(e.to_string()))?;
@@ -130,29 +136,60 @@ impl OtlpHttp {
         Ok(sender)
     }
 
-    /// One exchange on `sender`: the answer's status and body, or why there is none.
+    /// One exchange on `sender`: the answer's status, its `Retry-After` and its body, or why
+    /// there is none.
     async fn exchange(
         &self,
         sender: &mut SendRequest<Full<Bytes>>,
         body: &[u8],
-    ) -> Result<(hyper::StatusCode, Bytes), String> {
+    ) -> Result<Answer, String> {
         sender.ready().await.map_err(|e| e.to_string())?;
         let response = sender
             .send_request(self.request(body)?)
             .await
             .map_err(|e| e.to_string())?;
         let status = response.status();
-        let answer = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+        let retry_after = response
+            .headers()
+            .get(hyper::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(retry_after);
+        let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
             .collect()
             .await
             .map_err(|e| format!("reading the answer (at most {MAX_ANSWER_BYTES} bytes): {e}"))?
             .to_bytes();
-        Ok((status, answer))
+        Ok(Answer {
+            status,
+            retry_after,
+            body,
+        })
     }
 }
 
+/// A collector's answer.
+struct Answer {
+    status: hyper::StatusCode,
+    /// Its `Retry-After`, if it is a number of seconds.
+    retry_after: Option<Duration>,
+    body: Bytes,
+}
+
+/// A `Retry-After` value in seconds (the HTTP-date form is not read: the back-off applies).
+fn retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// Whether an answer with `status` may be different for the same request later (the OTLP
+/// specification's retryable HTTP statuses).
+pub fn retryable(status: hyper::StatusCode) -> bool {
+    matches!(status.as_u16(), 429 | 502 | 503 | 504)
+}
+
 impl Transport for OtlpHttp {
-    async fn send(&self, request: &[u8]) -> Result<PartialSuccess, String> {
+    /// Network failures (a refused or reset connection) are retryable, as gRPC's
+    /// `Unavailable` is, so both protocols get over a collector's restart alike.
+    async fn send(&self, request: &[u8]) -> Result<PartialSuccess, SendError> {
         let kept = self.connection.lock().expect("OTLP connection").take();
         let (mut sender, reused) = match kept {
             Some(s) if !s.is_closed() => (s, true),
@@ -165,18 +202,25 @@ impl Transport for OtlpHttp {
             sender = self.connect().await?;
             result = self.exchange(&mut sender, request).await;
         }
-        let (status, answer) = result.map_err(|e| format!("OTLP collector {}: {e}", self.uri))?;
+        let answer = result
+            .map_err(|e| SendError::retryable(format!("OTLP collector {}: {e}", self.uri), None))?;
         if !sender.is_closed() {
             *self.connection.lock().expect("OTLP connection") = Some(sender);
         }
+        let status = answer.status;
         if status.is_success() {
-            return partial_success(&answer);
+            return Ok(partial_success(&answer.body)?);
         }
-        Err(format!(
+        let message = format!(
             "OTLP collector {}: HTTP {status}{}",
             self.uri,
-            error_detail(&answer)
-        ))
+            error_detail(&answer.body)
+        );
+        if retryable(status) {
+            Err(SendError::retryable(message, answer.retry_after))
+        } else {
+            Err(SendError::fatal(message))
+        }
     }
 }
 
@@ -210,7 +254,6 @@ mod tests {
     use hyper::service::service_fn;
     use std::convert::Infallible;
     use std::sync::Arc;
-    use std::time::Duration;
 
     /// A request as the collector received it.
     #[derive(Clone, Debug)]
@@ -234,6 +277,16 @@ mod tests {
 
     impl Collector {
         async fn start(status: u16, body: Vec<u8>, keep_alive: bool) -> Collector {
+            Collector::start_with(status, body, keep_alive, None).await
+        }
+
+        /// As [`Collector::start`], every answer with this `Retry-After`.
+        async fn start_with(
+            status: u16,
+            body: Vec<u8>,
+            keep_alive: bool,
+            retry_after: Option<&'static str>,
+        ) -> Collector {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let port = listener.local_addr().unwrap().port();
             let received: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -262,11 +315,13 @@ mod tests {
                             };
                             got.body = req.into_body().collect().await.unwrap().to_bytes().to_vec();
                             keep.lock().unwrap().push(got);
-                            let answer = hyper::Response::builder()
+                            let mut answer = hyper::Response::builder()
                                 .status(status)
-                                .header("content-type", PROTOBUF)
-                                .body(Full::new(Bytes::from(body)))
-                                .unwrap();
+                                .header("content-type", PROTOBUF);
+                            if let Some(after) = retry_after {
+                                answer = answer.header("retry-after", after);
+                            }
+                            let answer = answer.body(Full::new(Bytes::from(body))).unwrap();
                             Ok::<_, Infallible>(answer)
                         }
                     });
@@ -364,17 +419,21 @@ mod tests {
         let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
         let err = client.send(&a_request()).await.unwrap_err();
         assert!(
-            err.contains(&collector.uri()) && err.contains("400") && err.contains("bad trace id"),
-            "{err}"
+            err.message.contains(&collector.uri())
+                && err.message.contains("400")
+                && err.message.contains("bad trace id"),
+            "{err:?}"
         );
+        assert!(!err.retryable, "a bad request stays bad");
         // a plain-text answer is quoted
         let collector = Collector::start(503, b"overloaded, try later".to_vec(), true).await;
         let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
         let err = client.send(&a_request()).await.unwrap_err();
         assert!(
-            err.contains("503") && err.contains("overloaded, try later"),
-            "{err}"
+            err.message.contains("503") && err.message.contains("overloaded, try later"),
+            "{err:?}"
         );
+        assert!(err.retryable, "503 may pass");
     }
 
     #[tokio::test]
@@ -386,7 +445,11 @@ mod tests {
             .await
             .expect("refused at once, not hung")
             .unwrap_err();
-        assert!(err.contains(&uri) && err.contains("not reachable"), "{err}");
+        assert!(
+            err.message.contains(&uri) && err.message.contains("not reachable"),
+            "{err:?}"
+        );
+        assert!(err.retryable, "a collector that is down may come back");
     }
 
     #[test]
@@ -398,6 +461,23 @@ mod tests {
         assert!(OtlpHttp::new(uri, &[("k".into(), "line\nbreak".into())]).is_err());
         assert!(OtlpHttp::new("https://c:4318/v1/traces", &[]).is_err());
         assert!(OtlpHttp::new("http:///v1/traces", &[]).is_err());
+    }
+
+    #[tokio::test]
+    async fn throttling_statuses_are_retryable_with_the_collectors_retry_after() {
+        let collector = Collector::start_with(429, Vec::new(), true, Some("7")).await;
+        let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
+        let err = client.send(&a_request()).await.unwrap_err();
+        assert!(err.retryable, "{err:?}");
+        assert_eq!(err.retry_after, Some(Duration::from_secs(7)));
+        for status in [502, 503, 504] {
+            assert!(retryable(hyper::StatusCode::from_u16(status).unwrap()));
+        }
+        for status in [400, 401, 403, 404, 413, 500] {
+            assert!(!retryable(hyper::StatusCode::from_u16(status).unwrap()));
+        }
+        assert_eq!(retry_after(" 12 "), Some(Duration::from_secs(12)));
+        assert_eq!(retry_after("Wed, 21 Oct 2026 07:28:00 GMT"), None);
     }
 
     #[test]

@@ -753,7 +753,10 @@ pub(crate) mod testing {
     }
 
     impl Transport for SpanSink {
-        async fn send(&self, request: &[u8]) -> Result<PartialSuccess, String> {
+        async fn send(
+            &self,
+            request: &[u8],
+        ) -> Result<PartialSuccess, crate::observe::export_retry::SendError> {
             self.0.lock().unwrap().extend(spans(request));
             Ok(PartialSuccess::default())
         }
