@@ -34,7 +34,7 @@ use ledgerlet::observe::export::{ExportOptions, PartialSuccess, Transport};
 use ledgerlet::observe::export_retry::SendError;
 use ledgerlet::observe::fold::{FoldObserver, Parent};
 use ledgerlet::observe::otel::{Tracing, TracingConfig};
-use ledgerlet::observe::otlp_config::Protocol;
+use ledgerlet::observe::otlp_config::{Compression, Protocol};
 use ledgerlet::sim::scenarios::busy_node;
 
 const TARGET_RATIO: f64 = 0.90;
@@ -256,6 +256,7 @@ fn main() {
         &TracingConfig {
             endpoint: "http://localhost:4317".into(),
             protocol: Protocol::Grpc,
+            compression: Compression::None,
             sampling_rate_per_million: 1_000_000,
             export: ExportOptions::default(),
             service_name: "ledgerlet-bench".into(),

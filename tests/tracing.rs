@@ -337,7 +337,7 @@ fn otel_04_malformed_export_headers_stop_the_agent_at_start_up_naming_the_variab
 }
 
 #[test]
-fn otel_05_otlp_http_protobuf_set_by_the_opentelemetry_variables_reaches_a_real_collector() {
+fn otel_05_otlp_http_protobuf_gzip_set_by_the_opentelemetry_variables_reaches_a_real_collector() {
     let Some(bin) = peers::rotel() else { return };
     let dir = tempfile::tempdir().unwrap();
     let rotel = Rotel::start(&bin, dir.path());
@@ -347,6 +347,7 @@ fn otel_05_otlp_http_protobuf_set_by_the_opentelemetry_variables_reaches_a_real_
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &rotel.http_base()),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
         ],
     );
     agent.write_manifest("traced.yaml", JOB);

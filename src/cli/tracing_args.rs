@@ -19,6 +19,11 @@ pub struct TracingArgs {
     /// with neither, grpc.
     #[arg(long, value_name = "grpc|http/protobuf")]
     pub tracing_protocol: Option<String>,
+    /// Compression of the export requests: gzip or none. Without it,
+    /// OTEL_EXPORTER_OTLP_TRACES_COMPRESSION or OTEL_EXPORTER_OTLP_COMPRESSION is used; with
+    /// neither, none (as the kubelet's exporter).
+    #[arg(long, value_name = "gzip|none")]
+    pub tracing_compression: Option<String>,
     /// Traces started per million (ParentBased(TraceIDRatio) as the kubelet; children follow
     /// their parent). The kubelet's default is 0; ledgerlet's is every trace.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
@@ -55,6 +60,7 @@ impl TracingArgs {
         let flags = Flags {
             endpoint: self.tracing_endpoint.as_deref(),
             protocol: self.tracing_protocol.as_deref(),
+            compression: self.tracing_compression.as_deref(),
         };
         let Some(destination) = otlp_config::resolve(flags, &|k| std::env::var(k).ok())? else {
             return Ok(None);
@@ -62,6 +68,7 @@ impl TracingArgs {
         Ok(Some(TracingConfig {
             endpoint: destination.uri,
             protocol: destination.protocol,
+            compression: destination.compression,
             sampling_rate_per_million: self.tracing_sampling_rate_per_million,
             export: ExportOptions {
                 max_queue_size: self.tracing_max_queue_size as usize,
@@ -94,7 +101,7 @@ impl TracingArgs {
         };
         crate::observe::logging::init(log_level, json, tracing.map(|t| t.tracer()));
         if let Some(cfg) = config {
-            tracing::info!(endpoint = %cfg.endpoint, protocol = cfg.protocol.as_str(), sampling_rate_per_million = cfg.sampling_rate_per_million, max_queue_size = cfg.export.max_queue_size, "exporting OpenTelemetry traces over OTLP");
+            tracing::info!(endpoint = %cfg.endpoint, protocol = cfg.protocol.as_str(), compression = cfg.compression.as_str(), sampling_rate_per_million = cfg.sampling_rate_per_million, max_queue_size = cfg.export.max_queue_size, "exporting OpenTelemetry traces over OTLP");
         }
         Ok(())
     }

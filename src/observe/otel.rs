@@ -18,7 +18,7 @@ use opentelemetry_sdk::Resource;
 use super::context::{self, IdGen, RootSampler};
 use super::export::{ExportOptions, Exporting, Transport};
 use super::fold::FoldTracer;
-use super::otlp_config::{self, Protocol};
+use super::otlp_config::{self, Compression, Protocol};
 use super::otlp_grpc::OtlpGrpc;
 use super::otlp_http::OtlpHttp;
 
@@ -46,6 +46,8 @@ pub struct TracingConfig {
     pub endpoint: String,
     /// How spans are sent.
     pub protocol: Protocol,
+    /// How request bodies are compressed.
+    pub compression: Compression,
     /// Roots sampled per million (children follow their parent).
     pub sampling_rate_per_million: u32,
     /// Batching and bounds.
@@ -71,10 +73,10 @@ pub enum TracingError {
         /// Why.
         reason: String,
     },
-    /// The protocol is not one ledgerlet speaks.
-    #[error("invalid tracing protocol {value:?} ({origin}): {reason}")]
-    Protocol {
-        /// The protocol as given.
+    /// A protocol or compression ledgerlet does not speak.
+    #[error("invalid {value:?} ({origin}): {reason}")]
+    Setting {
+        /// The value as given.
         value: String,
         /// The flag or variable it came from.
         origin: &'static str,
@@ -119,13 +121,13 @@ impl Tracing {
     pub fn start(cfg: &TracingConfig) -> Result<Tracing, TracingError> {
         let headers = otlp_config::headers_from_env().map_err(TracingError::Headers)?;
         let timeout = Duration::from_millis(cfg.export.export_timeout_ms.max(1));
-        let endpoint = cfg.endpoint.clone();
+        let (endpoint, compression) = (cfg.endpoint.clone(), cfg.compression);
         match cfg.protocol {
             Protocol::Grpc => Tracing::start_with(cfg, move || {
-                OtlpGrpc::connect_lazy(&endpoint, timeout, &headers)
+                OtlpGrpc::connect_lazy(&endpoint, timeout, &headers, compression)
             }),
             Protocol::HttpProtobuf => {
-                Tracing::start_with(cfg, move || OtlpHttp::new(&endpoint, &headers))
+                Tracing::start_with(cfg, move || OtlpHttp::new(&endpoint, &headers, compression))
             }
         }
     }

@@ -22,6 +22,11 @@ pub const PROTOCOL_VARIABLES: [&str; 2] = [
     "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
     "OTEL_EXPORTER_OTLP_PROTOCOL",
 ];
+/// Where the compression is read from, most specific first (after `--tracing-compression`).
+pub const COMPRESSION_VARIABLES: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+];
 /// The traces-specific endpoint variable: its URI is used as it is.
 pub const TRACES_ENDPOINT_VARIABLE: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
 /// The generic endpoint variable: for OTLP/HTTP, a base URI that `v1/traces` is added to.
@@ -70,14 +75,45 @@ impl Protocol {
     }
 }
 
-/// Where spans go: the protocol and the collector's URI (for OTLP/HTTP, the full URI that
-/// requests are posted to).
+/// How request bodies are compressed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compression {
+    /// Sent as they are (the kubelet's exporter sets no compression).
+    #[default]
+    None,
+    /// gzip: gRPC's `grpc-encoding: gzip` messages, OTLP/HTTP's `Content-Encoding: gzip`.
+    Gzip,
+}
+
+impl Compression {
+    /// The name the OpenTelemetry variables use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+        }
+    }
+
+    /// Parses a compression name (`gzip`, `none`).
+    pub fn parse(value: &str) -> Result<Compression, String> {
+        match value.trim() {
+            "none" => Ok(Compression::None),
+            "gzip" => Ok(Compression::Gzip),
+            _ => Err("expected gzip or none".into()),
+        }
+    }
+}
+
+/// Where spans go: the protocol, the collector's URI (for OTLP/HTTP, the full URI that
+/// requests are posted to) and the compression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Destination {
     /// How.
     pub protocol: Protocol,
     /// `http://host:port`, plus the path for OTLP/HTTP.
     pub uri: String,
+    /// How bodies are compressed.
+    pub compression: Compression,
 }
 
 /// What the command line says (flags win over the environment).
@@ -87,6 +123,8 @@ pub struct Flags<'a> {
     pub endpoint: Option<&'a str>,
     /// `--tracing-protocol`.
     pub protocol: Option<&'a str>,
+    /// `--tracing-compression`.
+    pub compression: Option<&'a str>,
 }
 
 /// Where an endpoint came from; for OTLP/HTTP it decides the path.
@@ -126,7 +164,22 @@ pub fn resolve(
     let Some((endpoint, source)) = endpoint else {
         return Ok(None);
     };
-    let protocol = protocol(flags.protocol, &env)?;
+    let protocol = named(
+        flags.protocol,
+        "--tracing-protocol",
+        &PROTOCOL_VARIABLES,
+        &env,
+        Protocol::parse,
+    )?
+    .unwrap_or(Protocol::Grpc);
+    let compression = named(
+        flags.compression,
+        "--tracing-compression",
+        &COMPRESSION_VARIABLES,
+        &env,
+        Compression::parse,
+    )?
+    .unwrap_or_default();
     let endpoint = if endpoint.trim().is_empty() {
         protocol.default_endpoint().to_string()
     } else {
@@ -138,29 +191,35 @@ pub fn resolve(
         Protocol::Grpc => format!("http://{}", base.authority().map_or("", |a| a.as_str())),
         Protocol::HttpProtobuf => http_traces_uri(&base, source),
     };
-    Ok(Some(Destination { protocol, uri }))
+    Ok(Some(Destination {
+        protocol,
+        uri,
+        compression,
+    }))
 }
 
-/// The protocol: the flag, else the first of [`PROTOCOL_VARIABLES`] set, else gRPC.
-fn protocol(
+/// A setting from its flag (named `flag_name`), else the first of `variables` set; `None`
+/// when none is; a value `parse` refuses is an error naming it and where it came from.
+fn named<T>(
     flag: Option<&str>,
+    flag_name: &'static str,
+    variables: &[&'static str],
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Protocol, TracingError> {
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, TracingError> {
     let given = flag
-        .map(|v| (v.to_string(), "--tracing-protocol"))
-        .or_else(|| {
-            PROTOCOL_VARIABLES
-                .iter()
-                .find_map(|k| env(k).map(|v| (v, *k)))
-        });
-    match given {
-        None => Ok(Protocol::Grpc),
-        Some((value, origin)) => Protocol::parse(&value).map_err(|reason| TracingError::Protocol {
+        .map(|v| (v.to_string(), flag_name))
+        .or_else(|| variables.iter().find_map(|k| env(k).map(|v| (v, *k))));
+    let Some((value, origin)) = given else {
+        return Ok(None);
+    };
+    parse(&value)
+        .map(Some)
+        .map_err(|reason| TracingError::Setting {
             value,
             origin,
             reason,
-        }),
-    }
+        })
 }
 
 /// `host:port` (the kubelet's form) becomes `http://host:port`; a URI is checked: plain
@@ -293,6 +352,7 @@ mod tests {
         Some(Destination {
             protocol,
             uri: uri.into(),
+            compression: Compression::None,
         })
     }
 
@@ -300,7 +360,7 @@ mod tests {
     fn grpc_endpoints_follow_the_kubelets_forms_and_the_flag_wins() {
         let flag = |e| Flags {
             endpoint: Some(e),
-            protocol: None,
+            ..Flags::default()
         };
         assert_eq!(
             resolved(flag(""), &[]),
@@ -337,7 +397,7 @@ mod tests {
         let e = err(
             Flags {
                 endpoint: Some("https://collector:4317"),
-                protocol: None,
+                ..Flags::default()
             },
             &[],
         );
@@ -353,7 +413,7 @@ mod tests {
     fn the_protocol_comes_from_the_flag_then_the_traces_variable_then_the_generic_one() {
         let endpoint = Flags {
             endpoint: Some("c:1"),
-            protocol: None,
+            ..Flags::default()
         };
         assert_eq!(resolved(endpoint, &[]).unwrap().protocol, Protocol::Grpc);
         let vars = [
@@ -402,10 +462,44 @@ mod tests {
     }
 
     #[test]
+    fn compression_comes_from_the_flag_then_the_variables_and_is_off_by_default() {
+        let endpoint = Flags {
+            endpoint: Some("c:1"),
+            ..Flags::default()
+        };
+        let compression = |flags, vars: &[(&str, &str)]| resolved(flags, vars).unwrap().compression;
+        assert_eq!(compression(endpoint, &[]), Compression::None);
+        let vars = [
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "none"),
+            ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip"),
+        ];
+        assert_eq!(compression(endpoint, &vars), Compression::Gzip);
+        assert_eq!(compression(endpoint, &vars[..1]), Compression::None);
+        let flag = Flags {
+            compression: Some("none"),
+            ..endpoint
+        };
+        assert_eq!(compression(flag, &vars), Compression::None);
+        let e = resolve(
+            endpoint,
+            &env_of(&[("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("OTEL_EXPORTER_OTLP_COMPRESSION")
+                && e.contains("\"zstd\"")
+                && e.contains("gzip or none"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn http_uris_follow_the_specifications_path_rules() {
         let http = |endpoint| Flags {
             endpoint: Some(endpoint),
             protocol: Some("http/protobuf"),
+            ..Flags::default()
         };
         let uri = |flags, vars: &[(&str, &str)]| resolved(flags, vars).unwrap().uri;
         // the flag: alone, the default port; without a path, /v1/traces; with one, as it is

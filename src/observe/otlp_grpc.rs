@@ -9,12 +9,13 @@
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes};
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::Channel;
 use tonic::Status;
 
 use super::export::{PartialSuccess, SendError, Transport};
+use super::otlp_config::Compression;
 use super::otlp_request::EXPORT_PATH;
 use super::protobuf::{read_fields, FieldValue};
 
@@ -67,12 +68,14 @@ pub struct OtlpGrpc {
 
 impl OtlpGrpc {
     /// A client of `endpoint` (an `http://host:port` URI), connecting when first used, each
-    /// connection attempt bounded by `timeout`; every request carries `headers`. Must be
-    /// called inside a tokio runtime.
+    /// connection attempt bounded by `timeout`; every request carries `headers`, its message
+    /// compressed with `compression` (`grpc-encoding: gzip`). Must be called inside a tokio
+    /// runtime.
     pub fn connect_lazy(
         endpoint: &str,
         timeout: Duration,
         headers: &[(String, String)],
+        compression: Compression,
     ) -> Result<OtlpGrpc, String> {
         let channel = tonic::transport::Endpoint::from_shared(endpoint.to_string())
             .map_err(|e| format!("invalid OTLP endpoint {endpoint:?}: {e}"))?
@@ -81,8 +84,13 @@ impl OtlpGrpc {
             .user_agent(format!("ledgerlet/{}", env!("CARGO_PKG_VERSION")))
             .map_err(|e| format!("user agent: {e}"))?
             .connect_lazy();
+        let grpc = tonic::client::Grpc::new(channel).accept_compressed(CompressionEncoding::Gzip);
+        let grpc = match compression {
+            Compression::None => grpc,
+            Compression::Gzip => grpc.send_compressed(CompressionEncoding::Gzip),
+        };
         Ok(OtlpGrpc {
-            grpc: tonic::client::Grpc::new(channel),
+            grpc,
             headers: metadata(headers)?,
             endpoint: endpoint.to_string(),
         })
@@ -268,6 +276,7 @@ mod tests {
             &format!("http://127.0.0.1:{port}"),
             Duration::from_secs(10),
             &crate::observe::otlp_config::parse_headers("X-Tenant=team%20a").unwrap(),
+            Compression::None,
         )
         .unwrap();
         let answer = client.send(&body).await.unwrap();
@@ -290,10 +299,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_gzip_request_reaches_a_real_grpc_collector_that_accepts_gzip() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let collector = Collector::default();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(
+                    TraceServiceServer::new(collector.clone())
+                        .accept_compressed(CompressionEncoding::Gzip),
+                )
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let body = crate::observe::otlp_request::testing::one_fold_span_request();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let client =
+            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(10), &[], Compression::Gzip)
+                .unwrap();
+        client.send(&body).await.unwrap();
+        let got = collector.0.lock().unwrap().clone();
+        assert_eq!(
+            got[0].1,
+            crate::observe::otlp_request::testing::decode(&body),
+            "the collector inflated the bytes sent"
+        );
+    }
+
+    #[tokio::test]
     async fn an_unreachable_collector_is_an_error_naming_it_not_a_hang() {
         let port = crate::observe::otlp_request::testing::closed_loopback_port();
         let endpoint = format!("http://127.0.0.1:{port}");
-        let client = OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(5), &[]).unwrap();
+        let client =
+            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(5), &[], Compression::None)
+                .unwrap();
         let err = client.send(&[]).await.unwrap_err();
         assert!(
             err.message.contains(&endpoint) && err.message.contains("Unavailable"),
@@ -384,7 +422,8 @@ mod tests {
                     .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
             );
             let endpoint = format!("http://127.0.0.1:{port}");
-            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(10), &[]).unwrap()
+            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(10), &[], Compression::None)
+                .unwrap()
         };
         let body = crate::observe::otlp_request::testing::one_fold_span_request();
         let throttled = serve(Status::with_details(

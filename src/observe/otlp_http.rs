@@ -22,6 +22,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::export::{PartialSuccess, SendError, Transport};
+use super::otlp_config::Compression;
 use super::otlp_grpc::partial_success;
 use super::protobuf::{read_fields, FieldValue};
 
@@ -46,14 +47,21 @@ pub struct OtlpHttp {
     path: String,
     /// Sent with every request (the configured ones, then the protocol's own).
     headers: HeaderMap,
+    /// How bodies are compressed.
+    compression: Compression,
     /// The kept-alive connection, if one is open.
     connection: Mutex<Option<SendRequest<Full<Bytes>>>>,
 }
 
 impl OtlpHttp {
     /// A client posting to `uri` (`http://host:port/path`), connecting when first used; every
-    /// request carries `headers`. A header that HTTP cannot carry is an error naming it.
-    pub fn new(uri: &str, headers: &[(String, String)]) -> Result<OtlpHttp, String> {
+    /// request carries `headers`, its body compressed with `compression`
+    /// (`Content-Encoding: gzip`). A header that HTTP cannot carry is an error naming it.
+    pub fn new(
+        uri: &str,
+        headers: &[(String, String)],
+        compression: Compression,
+    ) -> Result<OtlpHttp, String> {
         let parsed: Uri = uri
             .parse()
             .map_err(|e| format!("invalid OTLP endpoint {uri:?}: {e}"))?;
@@ -92,6 +100,12 @@ impl OtlpHttp {
             ),
             (hyper::header::HOST, authority.clone()),
         ];
+        if compression == Compression::Gzip {
+            map.insert(
+                hyper::header::CONTENT_ENCODING,
+                HeaderValue::from_static("gzip"),
+            );
+        }
         for (name, value) in own {
             let value = HeaderValue::from_str(&value)
                 .map_err(|e| format!("header {name}: {value:?}: {e}"))?;
@@ -102,13 +116,18 @@ impl OtlpHttp {
             authority,
             path,
             headers: map,
+            compression,
             connection: Mutex::new(None),
         })
     }
 
     fn request(&self, body: &[u8]) -> Result<Request<Full<Bytes>>, String> {
+        let body = match self.compression {
+            Compression::None => Bytes::copy_from_slice(body),
+            Compression::Gzip => Bytes::from(gzip(body)),
+        };
         let mut req = Request::post(self.path.as_str())
-            .body(Full::new(Bytes::copy_from_slice(body)))
+            .body(Full::new(body))
             .map_err(|e| format!("OTLP collector {}: {e}", self.uri))?;
         *req.headers_mut() = self.headers.clone();
         Ok(req)
@@ -165,6 +184,18 @@ impl OtlpHttp {
             body,
         })
     }
+}
+
+/// `body` gzip-compressed (the default level, as the Go exporters).
+fn gzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(body.len() / 4 + 64),
+        flate2::Compression::default(),
+    );
+    // writing to a Vec cannot fail
+    encoder.write_all(body).expect("gzip into memory");
+    encoder.finish().expect("gzip into memory")
 }
 
 /// A collector's answer.
@@ -261,6 +292,7 @@ mod tests {
         method: String,
         path: String,
         content_type: Option<String>,
+        content_encoding: Option<String>,
         tenant: Option<String>,
         host: Option<String>,
         body: Vec<u8>,
@@ -308,6 +340,7 @@ mod tests {
                                 method: req.method().to_string(),
                                 path: req.uri().to_string(),
                                 content_type: header("content-type"),
+                                content_encoding: header("content-encoding"),
                                 tenant: header("x-tenant"),
                                 host: header("host"),
                                 body: Vec::new(),
@@ -358,7 +391,7 @@ mod tests {
 
     /// Which connection each of three requests came on.
     async fn connections_of_three_sends(collector: &Collector) -> Vec<usize> {
-        let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
+        let client = OtlpHttp::new(&collector.uri(), &[], Compression::None).unwrap();
         for _ in 0..3 {
             assert_eq!(
                 client.send(&a_request()).await.unwrap(),
@@ -373,7 +406,7 @@ mod tests {
     ) {
         let collector = Collector::start(200, partial(1, "one too many"), true).await;
         let headers = crate::observe::otlp_config::parse_headers("X-Tenant=team%20a").unwrap();
-        let client = OtlpHttp::new(&collector.uri(), &headers).unwrap();
+        let client = OtlpHttp::new(&collector.uri(), &headers, Compression::None).unwrap();
         let body = a_request();
         let answer = client.send(&body).await.unwrap();
         assert_eq!(
@@ -400,6 +433,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_gzip_request_says_so_and_its_body_inflates_to_the_request() {
+        let collector = Collector::start(200, Vec::new(), true).await;
+        let client = OtlpHttp::new(&collector.uri(), &[], Compression::Gzip).unwrap();
+        let body = a_request();
+        client.send(&body).await.unwrap();
+        let got = collector.received();
+        assert_eq!(got[0].content_encoding.as_deref(), Some("gzip"));
+        let mut inflated = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(&got[0].body[..]),
+            &mut inflated,
+        )
+        .unwrap();
+        assert_eq!(inflated, body);
+        assert_ne!(got[0].body, body, "compressed on the wire");
+        // without compression, no Content-Encoding
+        let client = OtlpHttp::new(&collector.uri(), &[], Compression::None).unwrap();
+        client.send(&body).await.unwrap();
+        assert_eq!(collector.received()[1].content_encoding, None);
+    }
+
+    #[tokio::test]
     async fn the_connection_is_kept_alive_and_opened_again_when_the_collector_closes_it() {
         let kept = Collector::start(200, Vec::new(), true).await;
         let connections = connections_of_three_sends(&kept).await;
@@ -416,7 +471,7 @@ mod tests {
         status.int64(1, 3);
         status.string(2, "bad trace id");
         let collector = Collector::start(400, status.bytes().to_vec(), true).await;
-        let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
+        let client = OtlpHttp::new(&collector.uri(), &[], Compression::None).unwrap();
         let err = client.send(&a_request()).await.unwrap_err();
         assert!(
             err.message.contains(&collector.uri())
@@ -427,7 +482,7 @@ mod tests {
         assert!(!err.retryable, "a bad request stays bad");
         // a plain-text answer is quoted
         let collector = Collector::start(503, b"overloaded, try later".to_vec(), true).await;
-        let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
+        let client = OtlpHttp::new(&collector.uri(), &[], Compression::None).unwrap();
         let err = client.send(&a_request()).await.unwrap_err();
         assert!(
             err.message.contains("503") && err.message.contains("overloaded, try later"),
@@ -440,7 +495,7 @@ mod tests {
     async fn an_unreachable_collector_is_an_error_naming_it_not_a_hang() {
         let port = crate::observe::otlp_request::testing::closed_loopback_port();
         let uri = format!("http://127.0.0.1:{port}/v1/traces");
-        let client = OtlpHttp::new(&uri, &[]).unwrap();
+        let client = OtlpHttp::new(&uri, &[], Compression::None).unwrap();
         let err = tokio::time::timeout(Duration::from_secs(10), client.send(&a_request()))
             .await
             .expect("refused at once, not hung")
@@ -455,18 +510,25 @@ mod tests {
     #[test]
     fn headers_http_cannot_carry_and_non_http_uris_are_errors() {
         let uri = "http://127.0.0.1:4318/v1/traces";
-        assert!(OtlpHttp::new(uri, &[("bad key".into(), "v".into())])
-            .unwrap_err()
-            .contains("bad key"));
-        assert!(OtlpHttp::new(uri, &[("k".into(), "line\nbreak".into())]).is_err());
-        assert!(OtlpHttp::new("https://c:4318/v1/traces", &[]).is_err());
-        assert!(OtlpHttp::new("http:///v1/traces", &[]).is_err());
+        assert!(
+            OtlpHttp::new(uri, &[("bad key".into(), "v".into())], Compression::None)
+                .unwrap_err()
+                .contains("bad key")
+        );
+        assert!(OtlpHttp::new(
+            uri,
+            &[("k".into(), "line\nbreak".into())],
+            Compression::None
+        )
+        .is_err());
+        assert!(OtlpHttp::new("https://c:4318/v1/traces", &[], Compression::None).is_err());
+        assert!(OtlpHttp::new("http:///v1/traces", &[], Compression::None).is_err());
     }
 
     #[tokio::test]
     async fn throttling_statuses_are_retryable_with_the_collectors_retry_after() {
         let collector = Collector::start_with(429, Vec::new(), true, Some("7")).await;
-        let client = OtlpHttp::new(&collector.uri(), &[]).unwrap();
+        let client = OtlpHttp::new(&collector.uri(), &[], Compression::None).unwrap();
         let err = client.send(&a_request()).await.unwrap_err();
         assert!(err.retryable, "{err:?}");
         assert_eq!(err.retry_after, Some(Duration::from_secs(7)));
