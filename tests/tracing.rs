@@ -40,23 +40,38 @@ fn pod_span<'a>(spans: &'a [Span], name: &str, uid: &str) -> Option<&'a Span> {
     })
 }
 
+/// Runs the traced job on an agent started with `args` and `env` (exporting every 200 ms)
+/// and waits until `rotel` has received the pod's `until` span; the agent, the pod's UID
+/// and the spans received by then.
+fn trace_the_job(
+    rotel: &Rotel,
+    args: &[&str],
+    env: &[(&str, &str)],
+    until: &str,
+) -> (Agent, String, Vec<Span>) {
+    let mut all = args.to_vec();
+    all.extend(["--tracing-export-period-ms", "200"]);
+    let agent = Agent::start_with_env(&all, env);
+    agent.write_manifest("traced.yaml", JOB);
+    let uid = uid_of(&agent, "traced");
+    let spans = rotel.wait_for(&format!("{until} of the pod"), 60, |spans| {
+        pod_span(spans, until, &uid).map(|_| spans.to_vec())
+    });
+    (agent, uid, spans)
+}
+
 #[test]
 fn otel_01_rotel_receives_pod_worker_spans_with_cri_client_and_runtime_server_spans_in_one_trace() {
     let Some(bin) = peers::rotel() else { return };
     let dir = tempfile::tempdir().unwrap();
     let rotel = Rotel::start(&bin, dir.path());
     let endpoint = rotel.endpoint();
-    let agent = Agent::start(&[
-        "--tracing-endpoint",
-        &endpoint,
-        "--tracing-export-period-ms",
-        "200",
-    ]);
-    agent.write_manifest("traced.yaml", JOB);
-    let uid = uid_of(&agent, "traced");
-    let spans = rotel.wait_for("syncTerminatedPod of the pod", 60, |spans| {
-        pod_span(spans, "syncTerminatedPod", &uid).map(|_| spans.to_vec())
-    });
+    let (agent, uid, spans) = trace_the_job(
+        &rotel,
+        &["--tracing-endpoint", &endpoint],
+        &[],
+        "syncTerminatedPod",
+    );
     // give the last batches (CRI spans end before their parents) a moment
     std::thread::sleep(Duration::from_millis(600));
     let spans = {
@@ -342,19 +357,16 @@ fn otel_05_otlp_http_protobuf_gzip_set_by_the_opentelemetry_variables_reaches_a_
     let dir = tempfile::tempdir().unwrap();
     let rotel = Rotel::start(&bin, dir.path());
     // no flag: the generic endpoint variable is a base that /v1/traces is added to
-    let agent = Agent::start_with_env(
-        &["--tracing-export-period-ms", "200"],
+    let (agent, uid, spans) = trace_the_job(
+        &rotel,
+        &[],
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &rotel.http_base()),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
             ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
         ],
+        "syncTerminatedPod",
     );
-    agent.write_manifest("traced.yaml", JOB);
-    let uid = uid_of(&agent, "traced");
-    let spans = rotel.wait_for("syncTerminatedPod of the pod over OTLP/HTTP", 60, |spans| {
-        pod_span(spans, "syncTerminatedPod", &uid).map(|_| spans.to_vec())
-    });
     let sync = pod_span(&spans, "syncPod", &uid).expect("a syncPod span");
     let terminated = pod_span(&spans, "syncTerminatedPod", &uid).unwrap();
     assert_eq!(sync.trace_id, terminated.trace_id, "one trace per pod");
@@ -390,4 +402,34 @@ fn otel_06_an_unknown_tracing_protocol_stops_the_agent_at_start_up_naming_it() {
             && stderr.contains("http/protobuf or grpc"),
         "{stderr}"
     );
+}
+
+#[test]
+fn otel_07_gzip_over_otlp_grpc_set_by_flags_reaches_a_real_collector() {
+    let Some(bin) = peers::rotel() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rotel = Rotel::start(&bin, dir.path());
+    let endpoint = rotel.endpoint();
+    let (agent, uid, spans) = trace_the_job(
+        &rotel,
+        &[
+            "--tracing-endpoint",
+            &endpoint,
+            "--tracing-protocol",
+            "grpc",
+            "--tracing-compression",
+            "gzip",
+        ],
+        &[],
+        "syncPod",
+    );
+    let sync = pod_span(&spans, "syncPod", &uid).unwrap();
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.kind == "SPAN_KIND_CLIENT" && descends_from(&spans, s, sync)),
+        "CRI client spans under syncPod"
+    );
+    let (_, text) = agent.get("/metrics");
+    assert_eq!(metric(&text, "ledgerlet_trace_export_errors_total"), 0.0);
 }

@@ -323,6 +323,20 @@ mod tests {
             crate::observe::otlp_request::testing::decode(&body),
             "the collector inflated the bytes sent"
         );
+        // the message really is compressed: a collector without gzip refuses it
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(Collector::default()))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let client =
+            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(10), &[], Compression::Gzip)
+                .unwrap();
+        let err = client.send(&body).await.unwrap_err();
+        assert!(err.message.contains("gzip"), "{err:?}");
     }
 
     #[tokio::test]

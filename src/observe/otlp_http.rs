@@ -172,7 +172,7 @@ impl OtlpHttp {
             .headers()
             .get(hyper::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(retry_after);
+            .and_then(|v| retry_after(v, std::time::SystemTime::now()));
         let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
             .collect()
             .await
@@ -201,14 +201,20 @@ fn gzip(body: &[u8]) -> Vec<u8> {
 /// A collector's answer.
 struct Answer {
     status: hyper::StatusCode,
-    /// Its `Retry-After`, if it is a number of seconds.
+    /// Its `Retry-After`, if it has a readable one.
     retry_after: Option<Duration>,
     body: Bytes,
 }
 
-/// A `Retry-After` value in seconds (the HTTP-date form is not read: the back-off applies).
-fn retry_after(value: &str) -> Option<Duration> {
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+/// A `Retry-After` value, received at `now`: a number of seconds, or an HTTP date (the wait
+/// until then; none if it has passed). Anything else is not read, and the back-off applies.
+fn retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// Whether an answer with `status` may be different for the same request later (the OTLP
@@ -538,8 +544,18 @@ mod tests {
         for status in [400, 401, 403, 404, 413, 500] {
             assert!(!retryable(hyper::StatusCode::from_u16(status).unwrap()));
         }
-        assert_eq!(retry_after(" 12 "), Some(Duration::from_secs(12)));
-        assert_eq!(retry_after("Wed, 21 Oct 2026 07:28:00 GMT"), None);
+        let now = httpdate::parse_http_date("Wed, 21 Oct 2026 07:28:00 GMT").unwrap();
+        assert_eq!(retry_after(" 12 ", now), Some(Duration::from_secs(12)));
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2026 07:28:30 GMT", now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2026 07:27:00 GMT", now),
+            Some(Duration::ZERO),
+            "a date that has passed: no wait of its own"
+        );
+        assert_eq!(retry_after("soon", now), None);
     }
 
     #[test]
