@@ -146,7 +146,6 @@ pub struct RequestEncoder {
     root_head: Vec<u8>,
     /// The open `ResourceSpans`, and the open `ScopeSpans` with its scope.
     open: Option<(Open, Option<(Open, InstrumentationScope)>)>,
-    spans: usize,
 }
 
 impl RequestEncoder {
@@ -194,19 +193,12 @@ impl RequestEncoder {
             kinds,
             root_head,
             open: None,
-            spans: 0,
         }
-    }
-
-    /// Spans in the request being written.
-    pub fn spans(&self) -> usize {
-        self.spans
     }
 
     /// Starts a new request (forgetting the previous one).
     pub fn begin(&mut self) {
         self.w.clear();
-        self.spans = 0;
         let rs = self.w.open_reserving(field::RESOURCE_SPANS, 3);
         self.w.raw(&self.resource);
         self.open = Some((rs, None));
@@ -266,7 +258,6 @@ impl RequestEncoder {
         (start_nanos, end_nanos): (u64, u64),
         extras: FoldExtras<'_>,
     ) {
-        self.spans += 1;
         if extras.root.is_none() && extras.transition.is_none() {
             if let Some(k) = self.kinds.get(usize::from(span.kind)) {
                 return plain_fold_span(&mut self.w, span, span_id, (start_nanos, end_nanos), k);
@@ -334,7 +325,6 @@ impl RequestEncoder {
     /// Writes a span made through the SDK, in its own scope.
     pub fn sdk_span(&mut self, span: &SpanData) {
         self.scope(&span.instrumentation_scope);
-        self.spans += 1;
         let w = &mut self.w;
         let s = w.open_reserving(field::SPANS, 2);
         let cx = &span.span_context;
@@ -870,7 +860,6 @@ mod tests {
         for s in &spans {
             enc.sdk_span(s);
         }
-        assert_eq!(enc.spans(), 3);
         let ours = decode(enc.finish());
         let reference = group_spans_by_resource_and_scope(
             spans,
@@ -905,7 +894,6 @@ mod tests {
         let empty = decode(enc.finish());
         assert_eq!(empty.resource_spans.len(), 1);
         assert!(empty.resource_spans[0].scope_spans.is_empty());
-        assert_eq!(enc.spans(), 0);
     }
 
     /// A fold span, and the `SpanData` the SDK would hold for the same span.
