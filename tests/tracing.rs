@@ -40,6 +40,22 @@ fn pod_span<'a>(spans: &'a [Span], name: &str, uid: &str) -> Option<&'a Span> {
     })
 }
 
+/// rotel started in a temporary directory (dropped after it), or `None` where
+/// `peers::rotel` finds no rotel and allows that (never under CI).
+fn started_rotel() -> Option<(tempfile::TempDir, Rotel)> {
+    let bin = peers::rotel()?;
+    let dir = tempfile::tempdir().unwrap();
+    let rotel = Rotel::start(&bin, dir.path());
+    Some((dir, rotel))
+}
+
+/// Every export the agent made was accepted: some spans exported, no export failed.
+fn assert_exported_without_errors(agent: &Agent) {
+    let (_, text) = agent.get("/metrics");
+    assert!(metric(&text, "ledgerlet_trace_spans_exported_total") > 0.0);
+    assert_eq!(metric(&text, "ledgerlet_trace_export_errors_total"), 0.0);
+}
+
 /// Runs the traced job on an agent started with `args` and `env` (exporting every 200 ms)
 /// and waits until `rotel` has received the pod's `until` span; the agent, the pod's UID
 /// and the spans received by then.
@@ -62,9 +78,9 @@ fn trace_the_job(
 
 #[test]
 fn otel_01_rotel_receives_pod_worker_spans_with_cri_client_and_runtime_server_spans_in_one_trace() {
-    let Some(bin) = peers::rotel() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let rotel = Rotel::start(&bin, dir.path());
+    let Some((_dir, rotel)) = started_rotel() else {
+        return;
+    };
     let endpoint = rotel.endpoint();
     let (agent, uid, spans) = trace_the_job(
         &rotel,
@@ -353,9 +369,9 @@ fn otel_04_malformed_export_headers_stop_the_agent_at_start_up_naming_the_variab
 
 #[test]
 fn otel_05_otlp_http_protobuf_gzip_set_by_the_opentelemetry_variables_reaches_a_real_collector() {
-    let Some(bin) = peers::rotel() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let rotel = Rotel::start(&bin, dir.path());
+    let Some((_dir, rotel)) = started_rotel() else {
+        return;
+    };
     // no flag: the generic endpoint variable is a base that /v1/traces is added to
     let (agent, uid, spans) = trace_the_job(
         &rotel,
@@ -384,10 +400,7 @@ fn otel_05_otlp_http_protobuf_gzip_set_by_the_opentelemetry_variables_reaches_a_
             && descends_from(&spans, s, sync)),
         "CRI client spans under syncPod"
     );
-    // every export was accepted: none failed, none was rejected
-    let (_, text) = agent.get("/metrics");
-    assert!(metric(&text, "ledgerlet_trace_spans_exported_total") > 0.0);
-    assert_eq!(metric(&text, "ledgerlet_trace_export_errors_total"), 0.0);
+    assert_exported_without_errors(&agent);
 }
 
 #[test]
@@ -406,9 +419,9 @@ fn otel_06_an_unknown_tracing_protocol_stops_the_agent_at_start_up_naming_it() {
 
 #[test]
 fn otel_07_gzip_over_otlp_grpc_set_by_flags_reaches_a_real_collector() {
-    let Some(bin) = peers::rotel() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let rotel = Rotel::start(&bin, dir.path());
+    let Some((_dir, rotel)) = started_rotel() else {
+        return;
+    };
     let endpoint = rotel.endpoint();
     let (agent, uid, spans) = trace_the_job(
         &rotel,
@@ -430,6 +443,5 @@ fn otel_07_gzip_over_otlp_grpc_set_by_flags_reaches_a_real_collector() {
             .any(|s| s.kind == "SPAN_KIND_CLIENT" && descends_from(&spans, s, sync)),
         "CRI client spans under syncPod"
     );
-    let (_, text) = agent.get("/metrics");
-    assert_eq!(metric(&text, "ledgerlet_trace_export_errors_total"), 0.0);
+    assert_exported_without_errors(&agent);
 }

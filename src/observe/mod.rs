@@ -18,6 +18,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod otel;
+pub mod otlp_answer;
 pub mod otlp_config;
 pub mod otlp_grpc;
 pub mod otlp_http;

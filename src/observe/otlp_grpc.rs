@@ -2,9 +2,10 @@
 //! `TraceService/Export` over plain HTTP/2 (as the kubelet's tracing endpoint).
 //!
 //! Owns the channel (made lazily: an unreachable collector is not an error until a send),
-//! the request headers as gRPC metadata, and reading the collector's answer (OTLP partial
-//! success). Must not encode spans (`observe::otlp_request`), decide when to send
-//! (`observe::export`) or read the configuration (`observe::otlp_config`).
+//! the request headers as gRPC metadata, and which failures are retryable (the answers'
+//! bytes are read by `observe::otlp_answer`). Must not encode spans
+//! (`observe::otlp_request`), decide when to send (`observe::export`) or read the
+//! configuration (`observe::otlp_config`).
 
 use std::time::Duration;
 
@@ -15,9 +16,9 @@ use tonic::transport::Channel;
 use tonic::Status;
 
 use super::export::{PartialSuccess, SendError, Transport};
+use super::otlp_answer::{partial_success, rpc_status};
 use super::otlp_config::Compression;
 use super::otlp_request::EXPORT_PATH;
-use super::protobuf::{read_fields, FieldValue};
 
 /// Passes bytes that are already a protobuf message through gRPC framing unchanged.
 #[derive(Clone, Copy, Debug, Default)]
@@ -121,7 +122,7 @@ impl Transport for OtlpGrpc {
                     s.code(),
                     s.message()
                 );
-                let delay = retry_delay(s.details());
+                let delay = rpc_status(s.details()).and_then(|st| st.retry_delay);
                 if retryable(s.code(), delay) {
                     SendError::retryable(message, delay)
                 } else {
@@ -149,65 +150,6 @@ pub fn retryable(code: tonic::Code, delay: Option<Duration>) -> bool {
     }
 }
 
-/// The `google.rpc.RetryInfo` delay among a status's details (the encoded
-/// `google.rpc.Status` of `grpc-status-details-bin`), if any.
-pub fn retry_delay(details: &[u8]) -> Option<Duration> {
-    const RETRY_INFO: &[u8] = b"type.googleapis.com/google.rpc.RetryInfo";
-    let fields = read_fields(details).ok()?;
-    fields.into_iter().find_map(|(n, v)| {
-        // Status.details: repeated Any { type_url = 1, value = 2 }
-        let (3, FieldValue::Bytes(any)) = (n, v) else {
-            return None;
-        };
-        let any = read_fields(any).ok()?;
-        let is_retry_info = any
-            .iter()
-            .any(|(n, v)| matches!((n, v), (1, FieldValue::Bytes(t)) if *t == RETRY_INFO));
-        let value = any.iter().find_map(|(n, v)| match (n, v) {
-            (2, FieldValue::Bytes(b)) if is_retry_info => Some(*b),
-            _ => None,
-        })?;
-        // RetryInfo { retry_delay = 1: Duration { seconds = 1, nanos = 2 } }
-        let delay = read_fields(value)
-            .ok()?
-            .into_iter()
-            .find_map(|(n, v)| match (n, v) {
-                (1, FieldValue::Bytes(d)) => Some(d),
-                _ => None,
-            })?;
-        let (mut seconds, mut nanos) = (0u64, 0u32);
-        for (n, v) in read_fields(delay).ok()? {
-            match (n, v) {
-                (1, FieldValue::Varint(s)) => seconds = (s as i64).max(0) as u64,
-                (2, FieldValue::Varint(ns)) => nanos = (ns as i64).clamp(0, 999_999_999) as u32,
-                _ => {}
-            }
-        }
-        Some(Duration::new(seconds, nanos))
-    })
-}
-
-/// Reads an `ExportTraceServiceResponse`: its `partial_success`, if any.
-pub fn partial_success(response: &[u8]) -> Result<PartialSuccess, String> {
-    let bad = |e: String| format!("unreadable ExportTraceServiceResponse: {e}");
-    let mut out = PartialSuccess::default();
-    for (number, value) in read_fields(response).map_err(bad)? {
-        if let (1, FieldValue::Bytes(partial)) = (number, value) {
-            for (n, v) in read_fields(partial).map_err(bad)? {
-                match (n, v) {
-                    // int64: a negative count is nonsense, read as none
-                    (1, FieldValue::Varint(r)) => out.rejected_spans = (r as i64).max(0) as u64,
-                    (2, FieldValue::Bytes(m)) => {
-                        out.error_message = String::from_utf8_lossy(m).into_owned()
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 fn metadata(headers: &[(String, String)]) -> Result<MetadataMap, String> {
     let mut map = MetadataMap::new();
     for (k, v) in headers {
@@ -223,7 +165,6 @@ fn metadata(headers: &[(String, String)]) -> Result<MetadataMap, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::protobuf::Writer;
     use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
         TraceService, TraceServiceServer,
     };
@@ -261,19 +202,30 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_request_reaches_a_real_grpc_collector_with_its_headers_and_its_answer_is_read() {
+    /// Serves `service` (a real tonic server) on a loopback port; its endpoint.
+    async fn serve<T: TraceService>(service: TraceServiceServer<T>) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let collector = Collector::default();
         tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(TraceServiceServer::new(collector.clone()))
+                .add_service(service)
                 .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
         );
+        format!("http://127.0.0.1:{port}")
+    }
+
+    /// A client of `endpoint` without headers.
+    fn client(endpoint: &str, compression: Compression) -> OtlpGrpc {
+        OtlpGrpc::connect_lazy(endpoint, Duration::from_secs(10), &[], compression).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_reaches_a_real_grpc_collector_with_its_headers_and_its_answer_is_read() {
+        let collector = Collector::default();
+        let endpoint = serve(TraceServiceServer::new(collector.clone())).await;
         let body = crate::observe::otlp_request::testing::one_fold_span_request();
         let client = OtlpGrpc::connect_lazy(
-            &format!("http://127.0.0.1:{port}"),
+            &endpoint,
             Duration::from_secs(10),
             &crate::observe::otlp_config::parse_headers("X-Tenant=team%20a").unwrap(),
             Compression::None,
@@ -300,23 +252,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_gzip_request_reaches_a_real_grpc_collector_that_accepts_gzip() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
         let collector = Collector::default();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(
-                    TraceServiceServer::new(collector.clone())
-                        .accept_compressed(CompressionEncoding::Gzip),
-                )
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-        );
+        let gzip =
+            TraceServiceServer::new(collector.clone()).accept_compressed(CompressionEncoding::Gzip);
+        let endpoint = serve(gzip).await;
         let body = crate::observe::otlp_request::testing::one_fold_span_request();
-        let endpoint = format!("http://127.0.0.1:{port}");
-        let client =
-            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(10), &[], Compression::Gzip)
-                .unwrap();
-        client.send(&body).await.unwrap();
+        client(&endpoint, Compression::Gzip)
+            .send(&body)
+            .await
+            .unwrap();
         let got = collector.0.lock().unwrap().clone();
         assert_eq!(
             got[0].1,
@@ -324,18 +268,11 @@ mod tests {
             "the collector inflated the bytes sent"
         );
         // the message really is compressed: a collector without gzip refuses it
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(TraceServiceServer::new(Collector::default()))
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-        );
-        let endpoint = format!("http://127.0.0.1:{port}");
-        let client =
-            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(10), &[], Compression::Gzip)
-                .unwrap();
-        let err = client.send(&body).await.unwrap_err();
+        let plain = serve(TraceServiceServer::new(Collector::default())).await;
+        let err = client(&plain, Compression::Gzip)
+            .send(&body)
+            .await
+            .unwrap_err();
         assert!(err.message.contains("gzip"), "{err:?}");
     }
 
@@ -343,10 +280,10 @@ mod tests {
     async fn an_unreachable_collector_is_an_error_naming_it_not_a_hang() {
         let port = crate::observe::otlp_request::testing::closed_loopback_port();
         let endpoint = format!("http://127.0.0.1:{port}");
-        let client =
-            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(5), &[], Compression::None)
-                .unwrap();
-        let err = client.send(&[]).await.unwrap_err();
+        let err = client(&endpoint, Compression::None)
+            .send(&[])
+            .await
+            .unwrap_err();
         assert!(
             err.message.contains(&endpoint) && err.message.contains("Unavailable"),
             "{err:?}"
@@ -368,25 +305,8 @@ mod tests {
         }
     }
 
-    /// An encoded `google.rpc.Status` with a `RetryInfo` of `seconds` and `nanos`.
-    fn status_with_retry_info(seconds: i64, nanos: i64) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.int64(1, 8);
-        w.string(2, "slow down");
-        let any = w.open(3);
-        w.string(1, "type.googleapis.com/google.rpc.RetryInfo");
-        let info = w.open(2);
-        let delay = w.open(1);
-        w.int64(1, seconds);
-        w.int64(2, nanos);
-        w.close(delay);
-        w.close(info);
-        w.close(any);
-        w.bytes().to_vec()
-    }
-
     #[test]
-    fn retryable_codes_are_the_otlp_specifications_and_retry_info_is_read() {
+    fn retryable_codes_are_the_otlp_specifications() {
         use tonic::Code;
         for code in [
             Code::Cancelled,
@@ -412,45 +332,30 @@ mod tests {
             Code::ResourceExhausted,
             Some(Duration::from_secs(1))
         ));
-        assert_eq!(
-            retry_delay(&status_with_retry_info(2, 500_000_000)),
-            Some(Duration::from_millis(2_500))
-        );
-        assert_eq!(retry_delay(&[]), None);
-        let mut other = Writer::default();
-        let any = other.open(3);
-        other.string(1, "type.googleapis.com/google.rpc.DebugInfo");
-        other.string(2, "x");
-        other.close(any);
-        assert_eq!(retry_delay(other.bytes()), None);
     }
 
     #[tokio::test]
     async fn a_real_collectors_failure_status_and_its_retry_info_decide_the_retry() {
-        let serve = |status: Status| async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let port = listener.local_addr().unwrap().port();
-            tokio::spawn(
-                tonic::transport::Server::builder()
-                    .add_service(TraceServiceServer::new(Fails(status)))
-                    .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-            );
-            let endpoint = format!("http://127.0.0.1:{port}");
-            OtlpGrpc::connect_lazy(&endpoint, Duration::from_secs(10), &[], Compression::None)
-                .unwrap()
+        let failing = |status: Status| async move {
+            let endpoint = serve(TraceServiceServer::new(Fails(status))).await;
+            client(&endpoint, Compression::None)
         };
         let body = crate::observe::otlp_request::testing::one_fold_span_request();
-        let throttled = serve(Status::with_details(
+        let throttled = failing(Status::with_details(
             tonic::Code::ResourceExhausted,
             "slow down",
-            Bytes::from(status_with_retry_info(3, 0)),
+            Bytes::from(crate::observe::otlp_answer::testing::status(
+                8,
+                "slow down",
+                Some((3, 0)),
+            )),
         ))
         .await;
         let err = throttled.send(&body).await.unwrap_err();
         assert!(err.retryable, "{err:?}");
         assert_eq!(err.retry_after, Some(Duration::from_secs(3)));
         assert!(err.message.contains("slow down"), "{err:?}");
-        let refused = serve(Status::invalid_argument("bad span")).await;
+        let refused = failing(Status::invalid_argument("bad span")).await;
         let err = refused.send(&body).await.unwrap_err();
         assert!(!err.retryable, "{err:?}");
         assert!(err.message.contains("InvalidArgument"), "{err:?}");
@@ -467,23 +372,5 @@ mod tests {
                 .unwrap(),
             "v"
         );
-    }
-
-    #[test]
-    fn a_collectors_partial_success_is_read_and_an_empty_answer_means_all_accepted() {
-        assert_eq!(partial_success(&[]).unwrap(), PartialSuccess::default());
-        let mut w = Writer::default();
-        let p = w.open(1);
-        w.int64(1, 3);
-        w.string(2, "too old");
-        w.close(p);
-        assert_eq!(
-            partial_success(w.bytes()).unwrap(),
-            PartialSuccess {
-                rejected_spans: 3,
-                error_message: "too old".into(),
-            }
-        );
-        assert!(partial_success(&[0x0a, 9]).is_err());
     }
 }

@@ -3,9 +3,10 @@
 //! specification's `http/protobuf` protocol.
 //!
 //! Owns one kept-alive connection (opened when first needed, opened again after the
-//! collector closed it or an exchange failed), the request headers, and reading the answer:
-//! a success's body is an `ExportTraceServiceResponse` (its partial success is read), a
-//! failure's a `google.rpc.Status` (its message is reported). Must not encode spans
+//! collector closed it or an exchange failed), the request headers, and what an answer
+//! means: a success's body is an `ExportTraceServiceResponse` (its partial success counts), a
+//! failure's a `google.rpc.Status` or text (quoted in the error), its status retryable or
+//! not (the bytes are read by `observe::otlp_answer`). Must not encode spans
 //! (`observe::otlp_request`), decide when to send or how long to wait (`observe::export`
 //! bounds every call), or read the configuration (`observe::otlp_config`). Used from the
 //! export thread's single-threaded runtime only.
@@ -22,9 +23,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::export::{PartialSuccess, SendError, Transport};
+use super::otlp_answer::{partial_success, rpc_status};
 use super::otlp_config::Compression;
-use super::otlp_grpc::partial_success;
-use super::protobuf::{read_fields, FieldValue};
+use crate::shell::http_get::join_host_port;
 
 /// The most of a collector's answer that is read (an `ExportTraceServiceResponse` or a
 /// `google.rpc.Status` is a few hundred bytes); a longer one is an error.
@@ -75,11 +76,9 @@ impl OtlpHttp {
             .filter(|h| !h.is_empty())
             .ok_or_else(|| format!("invalid OTLP endpoint {uri:?}: no host"))?;
         let port = parsed.port_u16().unwrap_or(80);
-        let authority = if host.starts_with('[') || !host.contains(':') {
-            format!("{host}:{port}")
-        } else {
-            format!("[{host}]:{port}")
-        };
+        // the URI's host keeps an IPv6 address's brackets; join_host_port adds them back
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let authority = join_host_port(bare, port);
         let path = parsed
             .path_and_query()
             .map_or("/", |p| p.as_str())
@@ -121,11 +120,15 @@ impl OtlpHttp {
         })
     }
 
-    fn request(&self, body: &[u8]) -> Result<Request<Full<Bytes>>, String> {
-        let body = match self.compression {
-            Compression::None => Bytes::copy_from_slice(body),
-            Compression::Gzip => Bytes::from(gzip(body)),
-        };
+    /// The body sent for `request` (compressed once per send, shared by its attempts).
+    fn body(&self, request: &[u8]) -> Bytes {
+        match self.compression {
+            Compression::None => Bytes::copy_from_slice(request),
+            Compression::Gzip => Bytes::from(gzip(request)),
+        }
+    }
+
+    fn request(&self, body: Bytes) -> Result<Request<Full<Bytes>>, String> {
         let mut req = Request::post(self.path.as_str())
             .body(Full::new(body))
             .map_err(|e| format!("OTLP collector {}: {e}", self.uri))?;
@@ -160,7 +163,7 @@ impl OtlpHttp {
     async fn exchange(
         &self,
         sender: &mut SendRequest<Full<Bytes>>,
-        body: &[u8],
+        body: Bytes,
     ) -> Result<Answer, String> {
         sender.ready().await.map_err(|e| e.to_string())?;
         let response = sender
@@ -232,12 +235,14 @@ impl Transport for OtlpHttp {
             Some(s) if !s.is_closed() => (s, true),
             _ => (self.connect().await?, false),
         };
-        let mut result = self.exchange(&mut sender, request).await;
+        let body = self.body(request);
+        let mut result = self.exchange(&mut sender, body.clone()).await;
         if result.is_err() && reused {
             // the collector may have closed the idle connection as the request went out:
-            // once more on a new one
+            // once more on a new one (a transport matter, at once; export_retry's back-off is
+            // for the collector's failures)
             sender = self.connect().await?;
-            result = self.exchange(&mut sender, request).await;
+            result = self.exchange(&mut sender, body).await;
         }
         let answer = result
             .map_err(|e| SendError::retryable(format!("OTLP collector {}: {e}", self.uri), None))?;
@@ -263,12 +268,7 @@ impl Transport for OtlpHttp {
 
 /// What a failure's answer says: a `google.rpc.Status` message, else the start of its text.
 fn error_detail(answer: &[u8]) -> String {
-    let status_message = read_fields(answer).ok().and_then(|fields| {
-        fields.into_iter().find_map(|(n, v)| match (n, v) {
-            (2, FieldValue::Bytes(m)) => std::str::from_utf8(m).ok().map(str::to_string),
-            _ => None,
-        })
-    });
+    let status_message = rpc_status(answer).map(|s| s.message);
     if let Some(m) = status_message.filter(|m| !m.trim().is_empty()) {
         return format!(": {m}");
     }
@@ -287,7 +287,7 @@ fn error_detail(answer: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::protobuf::Writer;
+    use crate::observe::otlp_answer::testing::{partial, status};
     use hyper::service::service_fn;
     use std::convert::Infallible;
     use std::sync::Arc;
@@ -384,15 +384,6 @@ mod tests {
         }
     }
 
-    fn partial(rejected: i64, message: &str) -> Vec<u8> {
-        let mut w = Writer::default();
-        let p = w.open(1);
-        w.int64(1, rejected);
-        w.string(2, message);
-        w.close(p);
-        w.bytes().to_vec()
-    }
-
     use crate::observe::otlp_request::testing::one_fold_span_request as a_request;
 
     /// Which connection each of three requests came on.
@@ -472,11 +463,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failure_is_an_error_with_the_uri_the_status_and_the_collectors_message() {
-        // google.rpc.Status { code: 3, message: "bad trace id" }
-        let mut status = Writer::default();
-        status.int64(1, 3);
-        status.string(2, "bad trace id");
-        let collector = Collector::start(400, status.bytes().to_vec(), true).await;
+        let collector = Collector::start(400, status(3, "bad trace id", None), true).await;
         let client = OtlpHttp::new(&collector.uri(), &[], Compression::None).unwrap();
         let err = client.send(&a_request()).await.unwrap_err();
         assert!(
