@@ -746,7 +746,7 @@ pub(crate) mod testing {
         async fn send(
             &self,
             request: &[u8],
-        ) -> Result<PartialSuccess, crate::observe::export_retry::SendError> {
+        ) -> Result<PartialSuccess, crate::observe::export::SendError> {
             self.0.lock().unwrap().extend(spans(request));
             Ok(PartialSuccess::default())
         }
