@@ -1,7 +1,7 @@
 //! A map that remembers at most a fixed number of keys, forgetting the oldest inserted first.
 //!
 //! Owns the bound and the insertion order, for the places that remember what they have seen
-//! (secret values to redact, Kubernetes events to correlate, pods whose root span was made)
+//! (secret values to redact, Kubernetes events to correlate)
 //! and must not grow without limit. Must not do I/O; iteration is in key order (a
 //! `BTreeMap`), never in hash order.
 

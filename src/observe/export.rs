@@ -67,10 +67,10 @@ pub struct FoldSpan {
     /// Stopwatch ticks when the record's turn started.
     pub start_ticks: u64,
     /// The turn's length in stopwatch ticks; [`LONG_TURN`] when it does not fit, its length
-    /// then in a [`SpanNote::LongTurn`].
+    /// then in a [`Note::LongTurn`].
     pub duration_ticks: u32,
     /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name; a
-    /// pod's root span, named by its [`SpanNote::PodRoot`], has the kind of the record that
+    /// pod's root span, named by its [`Note::PodRoot`], has the kind of the record that
     /// saw the pod).
     pub kind: u8,
     /// The trace flags (sampled).
@@ -81,42 +81,73 @@ pub struct FoldSpan {
 pub const LONG_TURN: u32 = u32::MAX;
 
 /// A pod worker transition, the `pod worker transition` event of a fold span.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transition {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transition<'a> {
     /// The phase left (`none`, `sync`, `terminating`, `terminated`, `finished`).
     pub from: &'static str,
     /// The phase entered.
     pub to: &'static str,
-    /// The pod.
-    pub uid: crate::core::Uid,
+    /// The pod's UID.
+    pub uid: &'a str,
 }
 
 /// The pod whose trace a root span starts.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodRoot {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodRoot<'a> {
     /// The root span's id (derived from the pod's UID, not from a seq).
     pub span_id: u64,
     /// Its UID (`k8s.pod.uid`).
-    pub uid: crate::core::Uid,
+    pub uid: &'a str,
     /// Its namespace (`k8s.namespace.name`).
-    pub namespace: String,
+    pub namespace: &'a str,
     /// Its name (`k8s.pod.name`).
-    pub name: String,
+    pub name: &'a str,
 }
 
 /// What a few fold spans carry beyond the fixed fields (a few per pod life, so kept aside
-/// rather than in every span).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SpanNote {
+/// rather than in every span), as a batch is given it and reads it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Note<'a> {
     /// The record's fold made a pod worker transition: a `pod worker transition` event.
-    Transition(Transition),
+    Transition(Transition<'a>),
     /// The span is a pod's root span: named `pod`, with the pod's attributes.
-    PodRoot(PodRoot),
+    PodRoot(PodRoot<'a>),
     /// The turn lasted this many ticks (more than `duration_ticks` holds).
     LongTurn(u64),
 }
 
+/// Where a kept note's text is in its batch's `text`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TextRef {
+    start: u32,
+    len: u32,
+}
+
+/// A [`Note`] as a batch keeps it: its text (UIDs, names) copied into the batch's own buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeptNote {
+    Transition {
+        from: &'static str,
+        to: &'static str,
+        uid: TextRef,
+    },
+    PodRoot {
+        span_id: u64,
+        uid: TextRef,
+        namespace: TextRef,
+        name: TextRef,
+    },
+    LongTurn(u64),
+}
+
 /// Fold spans handed to the export thread together, with the notes some of them carry.
+///
+/// A note's text is copied into the batch's `text`, a buffer kept (like `spans`) from one use
+/// of the batch to the next: noting a pod's root or a transition allocates nothing on the
+/// engine's thread once the buffers have grown, frees nothing on the export thread, and
+/// touches no reference count the engine's pod maps share (a `Uid` clone handed to the export
+/// thread did, and every drop there took the count's cache line, and the UID's text beside
+/// it, away from the engine's core).
 #[derive(Debug, Default)]
 pub struct FoldBatch {
     /// The seed of the spans' ids ([`SeqSpanIds`]): the tracer's.
@@ -124,7 +155,9 @@ pub struct FoldBatch {
     /// The spans, in the order the records were folded.
     pub spans: Vec<FoldSpan>,
     /// `(index in spans, note)`, by index.
-    pub notes: Vec<(usize, SpanNote)>,
+    notes: Vec<(usize, KeptNote)>,
+    /// The notes' text.
+    text: String,
 }
 
 impl FoldBatch {
@@ -134,6 +167,7 @@ impl FoldBatch {
             span_seed: 0,
             spans: Vec::with_capacity(spans),
             notes: Vec::new(),
+            text: String::new(),
         }
     }
 
@@ -154,21 +188,86 @@ impl FoldBatch {
     }
 
     /// Adds a span with its note.
-    pub fn push_with(&mut self, span: FoldSpan, note: SpanNote) {
-        self.notes.push((self.spans.len(), note));
+    pub fn push_with(&mut self, span: FoldSpan, note: Note<'_>) {
+        let kept = self.keep_note(note);
+        self.notes.push((self.spans.len(), kept));
         self.spans.push(span);
     }
 
     /// Notes something about the last span.
-    pub fn note_last(&mut self, note: SpanNote) {
+    pub fn note_last(&mut self, note: Note<'_>) {
         if let Some(i) = self.spans.len().checked_sub(1) {
-            self.notes.push((i, note));
+            let kept = self.keep_note(note);
+            self.notes.push((i, kept));
+        }
+    }
+
+    /// The notes, by span index.
+    pub fn notes(&self) -> impl Iterator<Item = (usize, Note<'_>)> + '_ {
+        self.notes.iter().map(|(i, n)| (*i, self.note(n)))
+    }
+
+    fn keep_note(&mut self, note: Note<'_>) -> KeptNote {
+        match note {
+            Note::Transition(t) => KeptNote::Transition {
+                from: t.from,
+                to: t.to,
+                uid: self.keep_text(t.uid),
+            },
+            Note::PodRoot(p) => KeptNote::PodRoot {
+                span_id: p.span_id,
+                uid: self.keep_text(p.uid),
+                namespace: self.keep_text(p.namespace),
+                name: self.keep_text(p.name),
+            },
+            Note::LongTurn(t) => KeptNote::LongTurn(t),
+        }
+    }
+
+    /// Copies `s` into the batch's text. A text that would end past 4 GiB (a batch holds
+    /// [`crate::observe::fold::SPAN_BUFFER`] spans, and UIDs and names are at most 253
+    /// bytes) is kept empty.
+    fn keep_text(&mut self, s: &str) -> TextRef {
+        match (u32::try_from(self.text.len()), u32::try_from(s.len())) {
+            (Ok(start), Ok(len)) if start.checked_add(len).is_some() => {
+                self.text.push_str(s);
+                TextRef { start, len }
+            }
+            _ => TextRef { start: 0, len: 0 },
+        }
+    }
+
+    fn text_of(&self, r: TextRef) -> &str {
+        let start = r.start as usize;
+        self.text.get(start..start + r.len as usize).unwrap_or("")
+    }
+
+    fn note(&self, n: &KeptNote) -> Note<'_> {
+        match *n {
+            KeptNote::Transition { from, to, uid } => Note::Transition(Transition {
+                from,
+                to,
+                uid: self.text_of(uid),
+            }),
+            KeptNote::PodRoot {
+                span_id,
+                uid,
+                namespace,
+                name,
+            } => Note::PodRoot(PodRoot {
+                span_id,
+                uid: self.text_of(uid),
+                namespace: self.text_of(namespace),
+                name: self.text_of(name),
+            }),
+            KeptNote::LongTurn(t) => Note::LongTurn(t),
         }
     }
 
     fn clear(&mut self) {
         self.spans.clear();
         self.notes.clear();
+        self.text.clear();
     }
 
     fn truncate(&mut self, n: usize) {
@@ -188,6 +287,9 @@ impl FoldBatch {
             span_seed: self.span_seed,
             spans,
             notes,
+            // the notes of both halves refer to the same text (a split is rare: a drain whose
+            // budget ends inside a batch)
+            text: self.text.clone(),
         }
     }
 
@@ -201,10 +303,10 @@ impl FoldBatch {
             let mut extras = FoldExtras::default();
             let mut long_turn = None;
             while let Some((_, note)) = notes.next_if(|(j, _)| *j == i) {
-                match note {
-                    SpanNote::PodRoot(p) => extras.root = Some(p),
-                    SpanNote::Transition(t) => extras.transition = Some(t),
-                    SpanNote::LongTurn(ticks) => long_turn = Some(*ticks),
+                match self.note(note) {
+                    Note::PodRoot(p) => extras.root = Some(p),
+                    Note::Transition(t) => extras.transition = Some(t),
+                    Note::LongTurn(ticks) => long_turn = Some(ticks),
                 }
             }
             let span_id = match extras.root {
@@ -431,9 +533,12 @@ impl SpanQueue {
             .spare
             .pop()
             .unwrap_or_else(|| FoldBatch::with_capacity(batch.spans.capacity()));
+        full.clear();
         full.span_seed = batch.span_seed;
         full.spans.extend_from_slice(&batch.spans);
-        full.notes.append(&mut batch.notes);
+        // the notes' text starts at the same offsets in the emptied batch
+        full.notes.extend_from_slice(&batch.notes);
+        full.text.push_str(&batch.text);
         batch.clear();
         q.spans += full.len();
         let after = q.spans;
@@ -971,10 +1076,10 @@ mod tests {
                 f.parent_span_id = 2;
                 f
             },
-            SpanNote::Transition(Transition {
+            Note::Transition(Transition {
                 from: "none",
                 to: "sync",
-                uid: crate::core::Uid::new("pod-1"),
+                uid: "pod-1",
             }),
         );
         ex.queue().push_folds(&mut batch);
@@ -1080,25 +1185,58 @@ mod tests {
             panic!("no fold batch queued")
         };
         assert_eq!(b.spans.iter().map(|s| s.seq).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(b.notes, [(1, transition("pod-1"))]);
+        assert_eq!(b.notes().collect::<Vec<_>>(), [(1, transition("pod-1"))]);
         ex.shutdown(Duration::from_secs(1));
     }
 
-    fn transition(uid: &str) -> SpanNote {
-        SpanNote::Transition(Transition {
-            from: "sync",
-            to: "terminating",
-            uid: crate::core::Uid::new(uid),
-        })
+    #[test]
+    fn a_reused_batch_reads_its_own_notes_not_those_of_its_last_use() {
+        let (ex, _) = exporting_to_sink(ExportOptions {
+            export_period_ms: 60_000,
+            ..ExportOptions::default()
+        });
+        let q = ex.queue();
+        let mut batch = FoldBatch::with_capacity(128);
+        batch.push_with(fold_span(1), transition("a-long-first-uid"));
+        q.push_folds(&mut batch);
+        assert!(
+            batch.text.is_empty(),
+            "the engine's text is emptied with its spans"
+        );
+        let Some(Item::Folds(mut used)) = q.take(10).pop() else {
+            panic!("no fold batch queued")
+        };
+        let conversion = Conversion::new(scope());
+        let mut request = RequestEncoder::new(&Resource::builder_empty().build());
+        request.begin();
+        used.encode_into(&conversion, &mut request);
+        q.recycle(vec![used]);
+        let root = Note::PodRoot(PodRoot {
+            span_id: 9,
+            uid: "uid-2",
+            namespace: "ns",
+            name: "web",
+        });
+        batch.push(fold_span(2));
+        batch.push_with(fold_span(3), root);
+        batch.note_last(transition("b"));
+        q.push_folds(&mut batch);
+        let Some(Item::Folds(again)) = q.take(10).pop() else {
+            panic!("no fold batch queued")
+        };
+        assert_eq!(
+            again.notes().collect::<Vec<_>>(),
+            [(1, root), (1, transition("b"))]
+        );
+        ex.shutdown(Duration::from_secs(1));
     }
 
-    /// The uid of a transition note.
-    fn noted_uid(n: &SpanNote) -> &str {
-        match n {
-            SpanNote::Transition(t) => t.uid.as_str(),
-            SpanNote::PodRoot(p) => p.uid.as_str(),
-            SpanNote::LongTurn(_) => "",
-        }
+    fn transition(uid: &str) -> Note<'_> {
+        Note::Transition(Transition {
+            from: "sync",
+            to: "terminating",
+            uid,
+        })
     }
 
     #[cfg(target_os = "linux")]
@@ -1148,11 +1286,11 @@ mod tests {
         };
         batch.push_with(
             root,
-            SpanNote::PodRoot(PodRoot {
+            Note::PodRoot(PodRoot {
                 span_id: 99,
-                uid: crate::core::Uid::new("uid-1"),
-                namespace: "default".into(),
-                name: "web".into(),
+                uid: "uid-1",
+                namespace: "default",
+                name: "web",
             }),
         );
         let long = u64::from(u32::MAX) + 10;
@@ -1162,7 +1300,7 @@ mod tests {
             duration_ticks: LONG_TURN,
             ..fold_span(5)
         });
-        batch.note_last(SpanNote::LongTurn(long));
+        batch.note_last(Note::LongTurn(long));
         batch.note_last(transition("uid-1"));
         ex.queue().push_folds(&mut batch);
         assert!(ex.flush(Duration::from_secs(5)));
@@ -1224,10 +1362,9 @@ mod tests {
             front.spans.iter().map(|s| s.seq).collect::<Vec<_>>(),
             [0, 1, 2]
         );
-        assert_eq!(front.notes.len(), 1);
-        assert_eq!((front.notes[0].0, noted_uid(&front.notes[0].1)), (1, "a"));
+        assert_eq!(front.notes().collect::<Vec<_>>(), [(1, transition("a"))]);
         assert_eq!(b.spans.iter().map(|s| s.seq).collect::<Vec<_>>(), [3, 4, 5]);
-        assert_eq!((b.notes[0].0, noted_uid(&b.notes[0].1)), (1, "b"));
+        assert_eq!(b.notes().collect::<Vec<_>>(), [(1, transition("b"))]);
         let conversion = Conversion::new(scope());
         let mut request = RequestEncoder::new(&Resource::builder_empty().build());
         request.begin();

@@ -28,7 +28,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bounded_map::BoundedMap;
 use crate::core::runtime_status::RunningPod;
 use crate::core::update::UpdateType;
 use crate::core::{pod, Command, Node, Uid};
@@ -37,10 +36,11 @@ use crate::ledger::{Event, Record, Time, TraceParent};
 
 use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler, SeqSpanIds};
-use super::export::{FoldBatch, FoldSpan, PodRoot, SpanNote, SpanQueue, Transition, LONG_TURN};
+use super::export::{FoldBatch, FoldSpan, Note, PodRoot, SpanQueue, Transition, LONG_TURN};
 use super::exposition::{Histogram, Text};
 use super::fasthash::UidKey;
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
+use super::rooted_pods::RootedPods;
 use super::starting_pods::{PodStart, StartingPods};
 
 /// Records folded, by kind.
@@ -152,7 +152,7 @@ pub struct FoldTracer {
     /// Pods whose root span was made, so a pod seen again (a static pod's manifest added
     /// back, a pod recreated with its UID) gets no second root. Only read when a pod is
     /// seen, never per record; the oldest are forgotten past [`MAX_TRACKED_PODS`].
-    rooted: BoundedMap<UidKey, ()>,
+    rooted: RootedPods,
 }
 
 impl FoldTracer {
@@ -173,7 +173,7 @@ impl FoldTracer {
             max_age_ticks: *MAX_AGE_TICKS
                 .get_or_init(|| Stopwatch::new().ticks_within(SPAN_BUFFER_AGE_MS * 1_000_000)),
             pod_seeds,
-            rooted: BoundedMap::new(MAX_TRACKED_PODS),
+            rooted: RootedPods::new(MAX_TRACKED_PODS),
         }
     }
 
@@ -203,8 +203,19 @@ impl FoldTracer {
     /// 10⁻¹¹ among the [`MAX_TRACKED_PODS`] pods, the odds of a `UidKey` collision.
     #[inline]
     fn pod_root(&self, key: UidKey) -> TraceParent {
-        let [seed, other] = self.pod_seeds;
-        let d = key.digest(seed);
+        self.pod_root_of(self.pod_digest(key))
+    }
+
+    /// The digest of a pod's key that its trace id and root span id are made of.
+    #[inline]
+    fn pod_digest(&self, key: UidKey) -> u64 {
+        key.digest(self.pod_seeds[0])
+    }
+
+    /// [`FoldTracer::pod_root`] from the pod's digest.
+    #[inline]
+    fn pod_root_of(&self, d: u64) -> TraceParent {
+        let other = self.pod_seeds[1];
         let low = (d.rotate_left(29) ^ other).max(1);
         let trace_id = (u128::from(d) << 64) | u128::from(low);
         let span_id = (d.rotate_left(43) ^ other.rotate_left(17))
@@ -238,19 +249,19 @@ impl FoldTracer {
     #[cold]
     #[inline(never)]
     fn saw_pod(&mut self, pod: PodNames<'_>, seq: u64, kind: u8, now_ticks: u64) {
-        let key = UidKey::of(pod.uid);
-        if !self.rooted.insert_new(key, ()) {
+        let digest = self.pod_digest(UidKey::of(pod.uid));
+        if !self.rooted.insert_new(digest) {
             return;
         }
-        let ctx = self.pod_root(key);
+        let ctx = self.pod_root_of(digest);
         if !ctx.sampled() {
             return;
         }
         let root = PodRoot {
             span_id: ctx.span_id(),
-            uid: Uid::new(pod.uid),
-            namespace: pod.namespace.to_string(),
-            name: pod.name.to_string(),
+            uid: pod.uid,
+            namespace: pod.namespace,
+            name: pod.name,
         };
         self.make_room(now_ticks);
         self.buffer.push_with(
@@ -263,7 +274,7 @@ impl FoldTracer {
                 kind,
                 flags: ctx.flags(),
             },
-            SpanNote::PodRoot(root),
+            Note::PodRoot(root),
         );
     }
 
@@ -288,8 +299,8 @@ impl FoldTracer {
     /// The last buffered span (the running turn's) made a pod worker transition.
     #[cold]
     #[inline(never)]
-    fn note_transition(&mut self, t: Transition) {
-        self.buffer.note_last(SpanNote::Transition(t));
+    fn note_transition(&mut self, t: Transition<'_>) {
+        self.buffer.note_last(Note::Transition(t));
     }
 
     /// Sets the duration of the last buffered span (its turn ended after `ticks`).
@@ -309,7 +320,7 @@ impl FoldTracer {
         if let Some(s) = self.buffer.spans.last_mut() {
             s.duration_ticks = LONG_TURN;
         }
-        self.buffer.note_last(SpanNote::LongTurn(ticks));
+        self.buffer.note_last(Note::LongTurn(ticks));
     }
 
     #[inline]
@@ -619,8 +630,7 @@ impl FoldObserver {
             return;
         };
         if from != to {
-            let (entered, uid) = (change.entered, change.uid.clone());
-            self.transition(record, (from, to), entered, uid, traced);
+            self.transition(record, (from, to), change.entered, &change.uid, traced);
         }
     }
 
@@ -633,7 +643,7 @@ impl FoldObserver {
         record: &Record,
         (from, to): (Phase, Phase),
         entered: Option<Time>,
-        uid: Uid,
+        uid: &Uid,
         traced: bool,
     ) {
         let e = self
@@ -648,7 +658,7 @@ impl FoldObserver {
             t.note_transition(Transition {
                 from: from.as_str(),
                 to: to.as_str(),
-                uid,
+                uid: uid.as_str(),
             });
         }
     }

@@ -25,5 +25,6 @@ pub mod otlp_http;
 pub mod otlp_request;
 pub mod probe_metrics;
 pub mod protobuf;
+pub mod rooted_pods;
 pub mod starting_pods;
 pub mod state_metrics;

@@ -116,9 +116,9 @@ pub fn unix_nanos(t: std::time::SystemTime) -> u64 {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FoldExtras<'a> {
     /// The span is this pod's root span.
-    pub root: Option<&'a PodRoot>,
+    pub root: Option<PodRoot<'a>>,
     /// Its fold made this pod worker transition.
-    pub transition: Option<&'a Transition>,
+    pub transition: Option<Transition<'a>>,
 }
 
 /// The fields of a fold span that depend only on its record kind, encoded once.
@@ -271,7 +271,7 @@ impl RequestEncoder {
         match extras.root {
             Some(pod) => {
                 w.raw(&self.root_head);
-                string_attribute(w, "k8s.pod.uid", pod.uid.as_str());
+                string_attribute(w, "k8s.pod.uid", pod.uid);
                 let a = w.open(field::ATTRIBUTES);
                 w.string(field::KEY, "k8s.pod");
                 let v = w.open(field::VALUE);
@@ -284,8 +284,8 @@ impl RequestEncoder {
                 w.close(sv);
                 w.close(v);
                 w.close(a);
-                string_attribute(w, "k8s.namespace.name", &pod.namespace);
-                string_attribute(w, "k8s.pod.name", &pod.name);
+                string_attribute(w, "k8s.namespace.name", pod.namespace);
+                string_attribute(w, "k8s.pod.name", pod.name);
                 int_attribute(w, SEQ_KEY, span.seq as i64);
             }
             None => {
@@ -305,11 +305,7 @@ impl RequestEncoder {
                     let e = w.open(field::EVENTS);
                     w.fixed64(field::EVENT_TIME, end_nanos);
                     w.string(field::EVENT_NAME, "pod worker transition");
-                    for (k, v) in [
-                        ("from", t.from),
-                        ("to", t.to),
-                        ("k8s.pod.uid", t.uid.as_str()),
-                    ] {
+                    for (k, v) in [("from", t.from), ("to", t.to), ("k8s.pod.uid", t.uid)] {
                         string_key_value(w, field::EVENT_ATTRIBUTES, k, v);
                     }
                     w.close(e);
@@ -918,10 +914,10 @@ mod tests {
             Some(p) => (
                 "pod".to_string(),
                 vec![
-                    KeyValue::new("k8s.pod.uid", p.uid.as_str().to_string()),
+                    KeyValue::new("k8s.pod.uid", p.uid.to_string()),
                     KeyValue::new("k8s.pod", format!("{}/{}", p.namespace, p.name)),
-                    KeyValue::new("k8s.namespace.name", p.namespace.clone()),
-                    KeyValue::new("k8s.pod.name", p.name.clone()),
+                    KeyValue::new("k8s.namespace.name", p.namespace.to_string()),
+                    KeyValue::new("k8s.pod.name", p.name.to_string()),
                     KeyValue::new("ledgerlet.record.seq", 300i64),
                 ],
             ),
@@ -942,7 +938,7 @@ mod tests {
                 vec![
                     KeyValue::new("from", t.from),
                     KeyValue::new("to", t.to),
-                    KeyValue::new("k8s.pod.uid", t.uid.as_str().to_string()),
+                    KeyValue::new("k8s.pod.uid", t.uid.to_string()),
                 ],
                 0,
             ));
@@ -980,13 +976,13 @@ mod tests {
         let transition = Transition {
             from: "sync",
             to: "terminating",
-            uid: crate::core::Uid::new("uid-1"),
+            uid: "uid-1",
         };
         let root = PodRoot {
             span_id: 0x77,
-            uid: crate::core::Uid::new("uid-2"),
-            namespace: "kube-system".into(),
-            name: "etcd-node-1".into(),
+            uid: "uid-2",
+            namespace: "kube-system",
+            name: "etcd-node-1",
         };
         let cases = [
             (2u8, 0u64, FoldExtras::default()),
@@ -996,14 +992,14 @@ mod tests {
                 0x55,
                 FoldExtras {
                     root: None,
-                    transition: Some(&transition),
+                    transition: Some(transition),
                 },
             ),
             (
                 1,
                 0,
                 FoldExtras {
-                    root: Some(&root),
+                    root: Some(root),
                     transition: None,
                 },
             ),
