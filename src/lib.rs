@@ -13,6 +13,7 @@ pub mod engine;
 pub mod ledger;
 pub mod observe;
 pub mod postmortem;
+pub mod prehashed;
 pub mod replay;
 pub mod restarts;
 pub mod runtime;

@@ -11,7 +11,6 @@ use std::any::{Any, TypeId};
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::hash::Hasher;
 use std::sync::Arc;
 
 use serde::de::{DeserializeOwned, Error as _};
@@ -34,7 +33,8 @@ struct Entry {
     value: Arc<dyn Any + Send + Sync>,
 }
 
-type Keyed<V> = HashMap<(TypeId, u64), V, std::hash::BuildHasherDefault<KeyHasher>>;
+/// The intern table's keys are already hashes: the map uses them as they are.
+type Keyed<V> = HashMap<(TypeId, u64), V, crate::prehashed::BuildPrehashed>;
 
 /// Interned objects, by type and text. Two indexes: by the hash of the whole text (a text
 /// whose end is known), and by the hash of its first [`PREFIX_BYTES`] (a text that starts
@@ -114,24 +114,6 @@ fn hash(text: &str) -> u64 {
 fn hash_bytes(bytes: &[u8]) -> u64 {
     use std::hash::BuildHasher;
     foldhash::fast::FixedState::with_seed(HASH_SEED).hash_one(bytes)
-}
-
-/// The intern table's keys are already hashes: the map uses them as they are.
-#[derive(Clone, Copy, Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 ^= n;
-    }
 }
 
 fn intern<T: DeserializeOwned + Send + Sync + 'static>(

@@ -9,34 +9,15 @@
 //! never shows).
 
 use std::collections::{HashSet, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// Hashes a digest to itself: digests are already mixed, so hashing them again buys nothing.
-#[derive(Clone, Copy, Debug, Default)]
-struct DigestHasher(u64);
-
-impl Hasher for DigestHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // only u64 keys are hashed here; fold any other bytes in rather than drop them
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
+use crate::prehashed::BuildPrehashed;
 
 /// At most `capacity` pods' digests; remembering a new one in a full set forgets the one
 /// remembered longest ago.
 #[derive(Debug)]
 pub struct RootedPods {
-    set: HashSet<u64, BuildHasherDefault<DigestHasher>>,
+    /// Digests are already mixed: each is its own hash.
+    set: HashSet<u64, BuildPrehashed>,
     /// The digests in the order they were remembered.
     order: VecDeque<u64>,
     capacity: usize,
