@@ -665,19 +665,21 @@ fn a_deleted_pod_turns_not_ready_before_its_containers_stop_and_is_not_killed_by
     let agent = Agent::start(&[]);
     let dir = agent.root.path().join("alive");
     std::fs::create_dir_all(&dir).unwrap();
-    let alive = dir.join("alive");
-    let alive = alive.to_str().unwrap();
+    let (armed, gone) = (dir.join("armed"), dir.join("gone"));
+    let (armed, gone) = (armed.to_str().unwrap(), gone.to_str().unwrap());
     let marker = format!("ledgerlet-probe-delete-{}", std::process::id());
-    // on SIGTERM the container breaks its liveness probe, then takes 3 s to exit
+    // on SIGTERM the container breaks its liveness probe, then takes 3 s to exit; it says
+    // when its trap is set (`armed`), and its liveness probe passes from the start until then
+    // (so neither a slow start nor an early probe can race the test)
     let script = format!(
-        "touch {alive}; trap 'rm -f {alive}; sleep 3; exit 0' TERM; while true; do sleep 0.1; done # {marker}"
+        "trap 'touch {gone}; sleep 3; exit 0' TERM; touch {armed}; while true; do sleep 0.1; done # {marker}"
     );
     agent.write_manifest(
         "leaving.yaml",
         &manifest(
             "leaving",
             &["sh", "-c", &script],
-            &format!("      readinessProbe:\n        exec: {{command: [\"true\"]}}\n        periodSeconds: 1\n      livenessProbe:\n        exec: {{command: [test, -f, {alive}]}}\n        periodSeconds: 1\n        failureThreshold: 1\n"),
+            &format!("      readinessProbe:\n        exec: {{command: [\"true\"]}}\n        periodSeconds: 1\n      livenessProbe:\n        exec: {{command: [sh, -c, \"test ! -f {gone}\"]}}\n        periodSeconds: 1\n        failureThreshold: 1\n"),
             "  terminationGracePeriodSeconds: 10\n",
         ).replace("  terminationGracePeriodSeconds: 2\n", ""),
     );
@@ -685,6 +687,11 @@ fn a_deleted_pod_turns_not_ready_before_its_containers_stop_and_is_not_killed_by
     agent.wait_for("leaving Ready", 60, |a| {
         let p = a.pod("leaving")?;
         (condition(&p, "Ready").as_deref() == Some("True")).then_some(())
+    });
+    // Ready can come before the shell has set its trap (the readiness probe does not wait
+    // for it): a SIGTERM then would kill the shell (143) instead of starting its shutdown
+    agent.wait_for("the container's TERM trap set", 60, |_| {
+        std::path::Path::new(armed).exists().then_some(())
     });
     agent.remove_manifest("leaving.yaml");
     agent.wait_for("the container gone", 60, |_| {
