@@ -202,8 +202,9 @@ impl FoldBatch {
         }
     }
 
-    /// The notes, by span index.
-    pub fn notes(&self) -> impl Iterator<Item = (usize, Note<'_>)> + '_ {
+    /// The notes, by span index (what the export thread reads; tests compare them).
+    #[cfg(test)]
+    fn notes(&self) -> impl Iterator<Item = (usize, Note<'_>)> + '_ {
         self.notes.iter().map(|(i, n)| (*i, self.note(n)))
     }
 
