@@ -473,7 +473,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     );
 
     tokio::spawn(timers::run(arm_rx, report.clone()));
-    let health = Arc::new(PlegHealth::new(opts.pleg.relist_threshold_ms));
+    let health = Arc::new(PlegHealth::new(&opts.pleg));
     let addr = SocketAddr::new(opts.address, opts.read_only_port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -9,57 +9,13 @@ mod support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction};
 use ledgerlet::ledger::{Event, Line, Reader, Record};
 use support::agent::{processes_with, Agent};
-
-/// `ledgerlet runtime serve` in its own process; SIGTERM (which kills its containers) on drop.
-struct Runtime {
-    child: Child,
-    endpoint: String,
-}
-
-impl Runtime {
-    fn start(dir: &Path) -> Runtime {
-        let socket = dir.join("rt.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
-            .args(["runtime", "serve", "--listen"])
-            .arg(format!("unix://{}", socket.display()))
-            .arg("--root-dir")
-            .arg(dir.join("rt-state"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the runtime");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "the runtime did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Runtime {
-            child,
-            endpoint: format!("unix://{}", socket.display()),
-        }
-    }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::runtime_process::RuntimeProcess;
 
 fn sleeper(name: &str, marker: &str) -> String {
     format!(
@@ -132,7 +88,7 @@ fn starts_of(records: &[Record], pod_name: &str, uid_of: &dyn Fn(&str) -> String
 #[test]
 fn sigkill_and_restart_on_the_same_ledger_dir_continues_the_seq_and_adopts_the_pods() {
     let root = tempfile::tempdir().unwrap();
-    let rt = Runtime::start(root.path());
+    let rt = RuntimeProcess::start(root.path());
     let ledger_dir: PathBuf = root.path().join("ledger");
     let runs = root.path().join("job-runs.txt");
     let marker = format!("ledgerlet-restart-{}", std::process::id());

@@ -112,10 +112,18 @@ pub struct RunArgs {
     /// Generic PLEG relist period.
     #[arg(long, default_value_t = 1_000)]
     relist_period_ms: u64,
+    /// PLEG unhealthy (/healthz fails, the node turns NotReady) after this long without a
+    /// generic relist (the kubelet's genericPlegRelistThreshold, 3 min).
+    #[arg(long, default_value_t = 180_000)]
+    relist_threshold_ms: u64,
     /// Relist period while the runtime's container event stream is up (Evented PLEG's
     /// fallback relist; the kubelet's is 300 s).
     #[arg(long, default_value_t = 300_000)]
     evented_relist_period_ms: u64,
+    /// PLEG unhealthy after this long without a relist or container event while the event
+    /// stream is up (the kubelet's eventedPlegRelistThreshold, 10 min).
+    #[arg(long, default_value_t = 600_000)]
+    evented_relist_threshold_ms: u64,
     /// Use the runtime's container event stream (Evented PLEG) when available.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     evented_pleg: bool,
@@ -189,6 +197,18 @@ pub fn run(args: RunArgs) -> ExitCode {
         eprintln!("ledgerlet run: {e}");
         return ExitCode::from(2);
     }
+    let pleg = PlegOptions {
+        relist_period_ms: args.relist_period_ms,
+        relist_threshold_ms: args.relist_threshold_ms,
+        evented: args.evented_pleg,
+        evented_relist_period_ms: args.evented_relist_period_ms,
+        evented_relist_threshold_ms: args.evented_relist_threshold_ms,
+        ..PlegOptions::default()
+    };
+    if let Err(e) = pleg.validate() {
+        eprintln!("ledgerlet run: {e}");
+        return ExitCode::from(2);
+    }
     let root_dir = args.root_dir.unwrap_or_else(default_root_dir);
     let is_root = unsafe { libc::geteuid() } == 0;
     let pod_logs_dir = args.pod_logs_dir.unwrap_or_else(|| {
@@ -242,12 +262,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             snapshot_every_records: (args.ledger_max_records as u64 / 20).max(1),
             ..LedgerConfig::default()
         },
-        pleg: PlegOptions {
-            relist_period_ms: args.relist_period_ms,
-            evented: args.evented_pleg,
-            evented_relist_period_ms: args.evented_relist_period_ms,
-            ..PlegOptions::default()
-        },
+        pleg,
         inbox_capacity: 4096,
         stop_pods_on_exit,
         event_log_capacity: 1000,

@@ -233,7 +233,7 @@ fn format_pod(pod: &Pod) -> String {
 
 /// Go's `time.Duration.String` for a whole number of milliseconds: "10s", "2m40s",
 /// "5m0s", "1h0m0s", "1.5s", "500ms", "0s".
-fn go_duration(total_ms: u64) -> String {
+pub fn go_duration(total_ms: u64) -> String {
     if total_ms == 0 {
         return "0s".to_string();
     }

@@ -5,4 +5,5 @@
 pub mod agent;
 pub mod containerd;
 pub mod core_harness;
+pub mod runtime_process;
 pub mod scenarios;

@@ -18,13 +18,9 @@ use super::target::user_agent;
 use crate::core::probes::RunResult;
 use crate::shell::http_get::join_host_port;
 
-/// Go's `time.Duration` text for whole or fractional seconds (`1s`, `1.5s`).
+/// Go's `time.Duration` text of a probe timeout (`1s`, `1.5s`).
 fn go_duration(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}s", d.as_secs_f64())
-    }
+    crate::core::backoff::go_duration(d.as_millis() as u64)
 }
 
 /// Checks `service` on `host:port` within `timeout`.

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::core::backoff::go_duration;
 use crate::core::runtime_status::{RuntimePodStatus, SandboxState};
 use crate::core::Uid;
 use crate::cri::CriClient;
@@ -31,16 +32,26 @@ use crate::shell::runtime_view::{self, ListedPod};
 use crate::shell::Report;
 
 /// PLEG settings; the kubelet's defaults.
+///
+/// Each mode pairs a relist period with the health threshold that goes with it, as the
+/// kubelet does (`genericPlegRelistPeriod`/`genericPlegRelistThreshold`,
+/// `eventedPlegRelistPeriod`/`eventedPlegRelistThreshold`): the threshold in force is the one
+/// of the mode the PLEG is in, so a quiet node whose fallback relist runs every 300 s is not
+/// declared unhealthy by the generic 3-minute threshold.
 #[derive(Clone, Debug)]
 pub struct PlegOptions {
-    /// Generic relist period (kubelet: 1 s).
+    /// Generic relist period (kubelet `genericPlegRelistPeriod`: 1 s).
     pub relist_period_ms: u64,
+    /// Unhealthy after this long without a relist in generic mode (kubelet
+    /// `genericPlegRelistThreshold`: 3 min).
+    pub relist_threshold_ms: u64,
     /// Use the runtime's container event stream when it has one.
     pub evented: bool,
-    /// Relist period while the event stream works (kubelet Evented PLEG: 300 s).
+    /// Relist period while the event stream works (kubelet `eventedPlegRelistPeriod`: 300 s).
     pub evented_relist_period_ms: u64,
-    /// Unhealthy after this long without a relist (kubelet: 3 min; evented: 10 min).
-    pub relist_threshold_ms: u64,
+    /// Unhealthy after this long without a relist or a container event while the event
+    /// stream works (kubelet `eventedPlegRelistThreshold`: 10 min).
+    pub evented_relist_threshold_ms: u64,
     /// Wait before retrying a broken event stream.
     pub event_stream_retry_ms: u64,
     /// List only the pods this node created (`ledgerlet.dev/node`); empty lists every pod
@@ -52,32 +63,83 @@ impl Default for PlegOptions {
     fn default() -> Self {
         PlegOptions {
             relist_period_ms: 1_000,
+            relist_threshold_ms: 180_000,
             evented: true,
             evented_relist_period_ms: 300_000,
-            relist_threshold_ms: 180_000,
+            evented_relist_threshold_ms: 600_000,
             event_stream_retry_ms: 5_000,
             node_name: String::new(),
         }
     }
 }
 
-/// PLEG health for `/healthz` (PL-10): unhealthy before the first relist and after
-/// `relist_threshold_ms` without one.
+impl PlegOptions {
+    /// Refuses a threshold that a working PLEG of its mode could cross between two relists:
+    /// such a node would turn unhealthy (and NotReady) while nothing is wrong. The error names
+    /// the `ledgerlet run` flags the fields are set by.
+    pub fn validate(&self) -> Result<(), String> {
+        let pairs = [
+            (
+                "--relist-period-ms",
+                self.relist_period_ms,
+                "--relist-threshold-ms",
+                self.relist_threshold_ms,
+            ),
+            (
+                "--evented-relist-period-ms",
+                self.evented_relist_period_ms,
+                "--evented-relist-threshold-ms",
+                self.evented_relist_threshold_ms,
+            ),
+        ];
+        for (period_name, period, threshold_name, threshold) in pairs {
+            if period == 0 {
+                return Err(format!("{period_name} must be positive"));
+            }
+            if threshold <= period {
+                return Err(format!(
+                    "{threshold_name} ({threshold}) must be longer than {period_name} ({period}): \
+                     a healthy PLEG would be reported unhealthy between two relists"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// PLEG health for `/healthz` and the node's Ready condition (PL-10): unhealthy before the
+/// first relist, and after the threshold of the current mode without a relist (or, in
+/// evented mode, a container event).
 #[derive(Debug)]
 pub struct PlegHealth {
     last_relist_unix_ms: AtomicI64,
-    threshold_ms: u64,
+    generic_threshold_ms: u64,
+    evented_threshold_ms: u64,
     evented: AtomicBool,
 }
 
 impl PlegHealth {
-    /// Health tracking with the given threshold.
-    pub fn new(threshold_ms: u64) -> PlegHealth {
+    /// Health tracking with the thresholds of `opts`, starting in generic mode.
+    pub fn new(opts: &PlegOptions) -> PlegHealth {
         PlegHealth {
             last_relist_unix_ms: AtomicI64::new(0),
-            threshold_ms,
+            generic_threshold_ms: opts.relist_threshold_ms,
+            evented_threshold_ms: opts.evented_relist_threshold_ms,
             evented: AtomicBool::new(false),
         }
+    }
+
+    /// The threshold in force: the evented one while the event stream is in use.
+    pub fn threshold_ms(&self) -> u64 {
+        if self.is_evented() {
+            self.evented_threshold_ms
+        } else {
+            self.generic_threshold_ms
+        }
+    }
+
+    fn set_evented(&self, evented: bool) {
+        self.evented.store(evented, Ordering::Relaxed);
     }
 
     fn touch(&self) {
@@ -94,17 +156,22 @@ impl PlegHealth {
 
     /// `Healthy()`: Ok, or the kubelet's message.
     pub fn check(&self) -> Result<(), String> {
+        self.check_at(Time::from_system().unix_nanos() / 1_000_000)
+    }
+
+    /// `Healthy()` at `now_unix_ms`.
+    fn check_at(&self, now_unix_ms: i64) -> Result<(), String> {
         let last = self.last_relist_unix_ms.load(Ordering::Relaxed);
         if last == 0 {
             return Err("pleg has yet to be successful".into());
         }
-        let now = Time::from_system().unix_nanos() / 1_000_000;
-        let ago = (now - last).max(0) as u64;
-        if ago > self.threshold_ms {
+        let ago = (now_unix_ms - last).max(0) as u64;
+        let threshold_ms = self.threshold_ms();
+        if ago > threshold_ms {
             return Err(format!(
-                "pleg was last seen active {:.1}s ago; threshold is {}s",
-                ago as f64 / 1000.0,
-                self.threshold_ms / 1000
+                "pleg was last seen active {} ago; threshold is {}",
+                go_duration(ago),
+                go_duration(threshold_ms)
             ));
         }
         Ok(())
@@ -317,7 +384,7 @@ pub async fn run(
                         .record(connect.elapsed().as_secs_f64());
                     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(1.0);
                     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(0.0);
-                    health.evented.store(true, Ordering::Relaxed);
+                    health.set_evented(true);
                     tracing::info!(
                         endpoint = cri.endpoint(),
                         "PLEG: evented mode (container event stream), relisting every {} ms as a fallback",
@@ -362,6 +429,11 @@ pub async fn run(
             }
             _ = tokio::time::sleep(wait) => {
                 if !pleg.relist().await { return; }
+                // After a fall-back from the event stream, the generic threshold applies
+                // from the first generic relist on: switching before it would judge the
+                // last evented relist, up to a whole evented period old, by the generic
+                // threshold and flap the node to NotReady.
+                health.set_evented(stream.is_some());
                 next_relist = Instant::now() + Duration::from_millis(period);
             }
             event = next_event(&mut stream) => match event {
@@ -379,7 +451,6 @@ pub async fn run(
                     tracing::info!("PLEG: generic mode, relisting every {} ms: the runtime does not implement GetContainerEvents", opts.relist_period_ms);
                     stream = None;
                     evented_supported = false;
-                    health.evented.store(false, Ordering::Relaxed);
                     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(0.0);
                     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(1.0);
                     next_relist = Instant::now();
@@ -387,7 +458,6 @@ pub async fn run(
                 Some(Err(status)) => {
                     tracing::warn!(error = %status, "PLEG: the container event stream broke; relisting every {} ms until it is back", opts.relist_period_ms);
                     stream = None;
-                    health.evented.store(false, Ordering::Relaxed);
                     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(0.0);
                     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(1.0);
                     next_stream_attempt = Instant::now() + Duration::from_millis(opts.event_stream_retry_ms);
@@ -395,7 +465,6 @@ pub async fn run(
                 }
                 None => {
                     stream = None;
-                    health.evented.store(false, Ordering::Relaxed);
                     next_stream_attempt = Instant::now() + Duration::from_millis(opts.event_stream_retry_ms);
                     next_relist = Instant::now();
                 }
@@ -410,5 +479,95 @@ async fn next_event(
     match stream {
         Some(s) => s.message().await.transpose(),
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touched_at(opts: &PlegOptions, unix_ms: i64, evented: bool) -> PlegHealth {
+        let h = PlegHealth::new(opts);
+        h.last_relist_unix_ms.store(unix_ms, Ordering::Relaxed);
+        h.set_evented(evented);
+        h
+    }
+
+    #[test]
+    fn pl_10_each_pleg_mode_pairs_its_relist_period_with_the_kubelets_threshold() {
+        let d = PlegOptions::default();
+        // genericPlegRelistPeriod / genericPlegRelistThreshold
+        assert_eq!(
+            (d.relist_period_ms, d.relist_threshold_ms),
+            (1_000, 180_000)
+        );
+        // eventedPlegRelistPeriod / eventedPlegRelistThreshold
+        assert_eq!(
+            (d.evented_relist_period_ms, d.evented_relist_threshold_ms),
+            (300_000, 600_000)
+        );
+        assert_eq!(d.validate(), Ok(()));
+    }
+
+    #[test]
+    fn pl_10_a_quiet_evented_pleg_is_healthy_between_its_fallback_relists() {
+        let d = PlegOptions::default();
+        let last = 1_000_000;
+        // just before the next fallback relist: 299.9 s since the last one
+        let h = touched_at(&d, last, true);
+        assert_eq!(h.check_at(last + 299_900), Ok(()));
+        assert_eq!(h.threshold_ms(), 600_000);
+        // a missed fallback relist is not yet a failure; two are
+        assert_eq!(h.check_at(last + 600_000), Ok(()));
+        let e = h.check_at(last + 600_001).unwrap_err();
+        assert_eq!(
+            e,
+            "pleg was last seen active 10m0.001s ago; threshold is 10m0s"
+        );
+    }
+
+    #[test]
+    fn pl_10_a_generic_pleg_is_unhealthy_three_minutes_after_its_last_relist() {
+        let d = PlegOptions::default();
+        let last = 1_000_000;
+        let h = touched_at(&d, last, false);
+        assert_eq!(h.check_at(last + 180_000), Ok(()));
+        let e = h.check_at(last + 183_100).unwrap_err();
+        assert_eq!(e, "pleg was last seen active 3m3.1s ago; threshold is 3m0s");
+    }
+
+    #[test]
+    fn pl_10_a_pleg_that_never_relisted_is_unhealthy() {
+        let h = PlegHealth::new(&PlegOptions::default());
+        assert_eq!(h.check_at(5), Err("pleg has yet to be successful".into()));
+    }
+
+    #[test]
+    fn pl_10_a_threshold_a_working_pleg_could_cross_is_refused_naming_the_flags() {
+        let o = PlegOptions {
+            evented_relist_threshold_ms: 180_000,
+            ..PlegOptions::default()
+        };
+        let e = o.validate().unwrap_err();
+        assert!(
+            e.starts_with("--evented-relist-threshold-ms (180000) must be longer than --evented-relist-period-ms (300000)"),
+            "{e}"
+        );
+        let o = PlegOptions {
+            relist_threshold_ms: 1_000,
+            ..PlegOptions::default()
+        };
+        assert!(o
+            .validate()
+            .unwrap_err()
+            .starts_with("--relist-threshold-ms"));
+        let o = PlegOptions {
+            relist_period_ms: 0,
+            ..PlegOptions::default()
+        };
+        assert_eq!(
+            o.validate().unwrap_err(),
+            "--relist-period-ms must be positive"
+        );
     }
 }
