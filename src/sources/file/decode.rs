@@ -66,7 +66,18 @@ struct TypeMeta {
 /// `apiVersion`/`kind` of every document, then into Pods, so that a Deployment is reported
 /// as "not a Pod" rather than as a list of unexpected fields, and so that type errors keep
 /// the decoder's field path and line and column.
+///
+/// Before any decoding, the file's nesting depth and size in YAML nodes are checked against
+/// `complexity`'s limits, so a hostile file is refused after a bounded amount of work.
 pub fn decode(path: &Path, bytes: &[u8], format: Format) -> Result<Decoded, ManifestError> {
+    use super::complexity::{check, Exceeded, MAX_EVENTS, MAX_NESTING_DEPTH};
+    if let Err(exceeded) = check(bytes, MAX_NESTING_DEPTH, MAX_EVENTS) {
+        let problem = match exceeded {
+            Exceeded::Depth(limit) => Problem::TooDeep { limit },
+            Exceeded::Events(limit) => Problem::TooManyNodes { limit },
+        };
+        return Err(ManifestError::file(path, problem));
+    }
     match format {
         Format::Yaml => decode_yaml(path, bytes),
         Format::Json => decode_json(path, bytes),

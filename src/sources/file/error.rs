@@ -86,6 +86,19 @@ pub enum Problem {
         /// The file (and document) that keeps it.
         other: String,
     },
+    /// Nested deeper than the limit (sequences and mappings): refused before decoding.
+    #[error("nesting is deeper than {limit} levels, the limit; not decoded")]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+    },
+    /// More YAML events (scalars, collections, aliases) than the limit: refused before
+    /// decoding.
+    #[error("more than {limit} YAML nodes, the limit; not decoded")]
+    TooManyNodes {
+        /// The limit.
+        limit: usize,
+    },
     /// The file is larger than `max_manifest_bytes`.
     #[error("manifest is {size} bytes, more than the limit of {limit} bytes")]
     TooLarge {
@@ -115,6 +128,7 @@ impl Problem {
             Problem::Parse { .. } | Problem::NotAPod { .. } | Problem::Empty => "parse",
             Problem::Invalid(_) | Problem::DuplicateUid { .. } => "invalid",
             Problem::TooLarge { .. } => "too_large",
+            Problem::TooDeep { .. } | Problem::TooManyNodes { .. } => "too_complex",
             Problem::TooMany { .. } => "too_many",
             Problem::Missing | Problem::Io(_) => "io",
         }

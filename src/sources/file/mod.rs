@@ -10,9 +10,11 @@
 //! `source`.
 //!
 //! Layout: `listing` (what is in the path) → `manifest` (`decode` → `defaults` →
-//! `validate`) → `source` (state and diff) → `driver` (the async loop). `md5` is the
-//! digest behind UIDs; `error` the error vocabulary.
+//! `validate`) → `source` (state and diff) → `driver` (the async loop). `complexity`
+//! bounds the work a file can cost before `decode` reads it; `md5` is the digest behind
+//! UIDs; `error` the error vocabulary.
 
+mod complexity;
 mod decode;
 mod defaults;
 mod driver;
@@ -23,6 +25,7 @@ mod md5;
 mod source;
 mod validate;
 
+pub use complexity::{MAX_EVENTS, MAX_NESTING_DEPTH};
 pub use decode::Format;
 pub use defaults::{default_pull_policy, generated_uid, DEFAULT_TERMINATION_MESSAGE_PATH};
 pub use driver::{change_event, run, run_source, DEFAULT_PERIOD_MS};
