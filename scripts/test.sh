@@ -96,6 +96,29 @@ need_containerd() {
 }
 need_containerd
 
+# The real control plane of tests/real_cluster.rs (etcd, kube-apiserver, controller-manager,
+# scheduler of the release pinned in testbed/go.mod), built from the Go module proxy into a
+# cache that later runs reuse (scripts/build-testbed.sh; a cold build takes about 17 minutes
+# on 2 cores). Go is needed only for a cold build; under CI=true a missing Go or a failed
+# build is a failure, otherwise the real-cluster tests say they were skipped.
+need_testbed() {
+  local t missing=()
+  for t in openssl curl ss setsid flock base64; do
+    command -v "$t" >/dev/null 2>&1 || missing+=("$t")
+  done
+  if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing iproute2 curl util-linux (cluster.sh needs ${missing[*]})"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 curl util-linux openssl coreutils; } \
+      >/dev/null || fail "could not install what scripts/cluster.sh needs: ${missing[*]}"
+  fi
+  say "scripts/build-testbed.sh (the real control plane; cached after the first build)"
+  if ! scripts/build-testbed.sh >/dev/null; then
+    [ "$ci" = "true" ] && fail "the real control plane could not be built (scripts/build-testbed.sh, see above)"
+    say "the real control plane could not be built: the real-cluster tests will be skipped"
+  fi
+}
+need_testbed
+
 # Property tests run at least 1,000 cases each (override with PROPTEST_CASES).
 export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
@@ -109,6 +132,8 @@ say "cargo fmt --check"
 cargo fmt --all -- --check
 say "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
+tests_started="$(mktemp)"
+trap 'rm -f "$tests_started"' EXIT
 say "cargo test --all-targets"
 cargo test --all-targets
 
@@ -118,5 +143,11 @@ for d in "${TMPDIR:-/tmp}"/ledgerlet-containerd-*; do
   [ -d "$d" ] || continue
   owner="$(cat "$d/owner.pid" 2>/dev/null || echo 0)"
   kill -0 "$owner" 2>/dev/null || fail "a test left a containerd behind: $d ($(grep -c " $d" /proc/self/mountinfo) mounts)"
+done
+# Each test binary's control plane is torn down by its watchdog once the binary exits.
+for d in "${TMPDIR:-/tmp}"/ledgerlet-cluster-*; do
+  [ -d "$d" ] && [ "$d" -nt "$tests_started" ] || continue
+  for _ in $(seq 1 120); do [ -d "$d" ] || break; sleep 1; done
+  [ ! -d "$d" ] || fail "a test left a control plane behind: $d (scripts/cluster.sh down $d)"
 done
 say "all tests passed"

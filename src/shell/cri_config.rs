@@ -504,10 +504,13 @@ fn env_value(
         };
         return Ok(v);
     }
-    if from.secret_key_ref.is_some() || from.config_map_key_ref.is_some() {
+    if from.config_map_key_ref.is_some() {
+        return Err(ConfigError(field("configMapKeyRef is not supported yet")));
+    }
+    if from.secret_key_ref.is_some() {
         return Err(ConfigError(field(
-            "secretKeyRef and configMapKeyRef need the API server, which this node does not \
-             use (standalone mode; configMapKeyRef is not supported yet)",
+            "secretKeyRef needs the API server, which this node does not use (standalone \
+             mode: no --kubeconfig)",
         )));
     }
     if from.resource_field_ref.is_some() {

@@ -5,5 +5,6 @@
 pub mod agent;
 pub mod containerd;
 pub mod core_harness;
+pub mod real_cluster;
 pub mod runtime_process;
 pub mod scenarios;

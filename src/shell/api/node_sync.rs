@@ -54,12 +54,39 @@ impl NodeSync {
             kind: "Node".into(),
             name: node_name.into(),
             uid,
+            controller: Some(true),
             ..OwnerReference::default()
         }])
     }
 
-    /// Executes one node write.
+    /// Executes one node write; a failure is logged (a refusal by the API server's
+    /// authorization says which credentials the node must use).
     pub async fn execute(&self, cmd: NodeCommand) -> NodeSyncFinished {
+        let finished = self.execute_one(cmd).await;
+        if let NodeSyncOutcome::Failed { code, message } = &finished.outcome {
+            let action = finished.action;
+            let uid = finished
+                .uid
+                .as_ref()
+                .map(|u| u.to_string())
+                .unwrap_or_default();
+            if *code == Some(403) {
+                tracing::warn!(
+                    ?action,
+                    pod_uid = %uid,
+                    "node write forbidden by the API server (Node authorizer, NodeRestriction or \
+                     RBAC: the node's credentials must be CN=system:node:<node name>, \
+                     O=system:nodes, and it may only write its own Node, Lease and pods): \
+                     {message}"
+                );
+            } else {
+                tracing::warn!(?action, pod_uid = %uid, code = ?code, "node write failed; retried later: {message}");
+            }
+        }
+        finished
+    }
+
+    async fn execute_one(&self, cmd: NodeCommand) -> NodeSyncFinished {
         match cmd {
             NodeCommand::Register { node } => NodeSyncFinished {
                 action: NodeAction::Register,

@@ -1,0 +1,244 @@
+//! A real control plane for integration tests: etcd, kube-apiserver (TLS, x509 clients,
+//! Node + RBAC authorization, NodeRestriction), kube-controller-manager and kube-scheduler of
+//! the pinned release, started once per test binary by `scripts/cluster.sh up DIR --no-node`
+//! and shared by its tests. Each test runs its own `ledgerlet run` (the [`Agent`] harness) as
+//! a node of its own name, with credentials from `cluster.sh node-credentials`.
+//!
+//! Teardown: a watchdog process, in a session of its own, waits for the test process to exit
+//! and then runs `cluster.sh down DIR` and deletes DIR, so no control plane outlives the test
+//! binary however it ends. `scripts/test.sh` checks that every such DIR is gone.
+//!
+//! Availability: `scripts/test.sh` builds the test bed (Go is needed on a cold cache). Under
+//! `CI=true` a cluster that cannot start fails the test; otherwise the test says loudly that
+//! it was skipped.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::agent::Agent;
+
+pub struct RealCluster {
+    /// The cluster's directory (`scripts/cluster.sh` layout).
+    pub dir: PathBuf,
+    /// `DIR/cluster.env`.
+    pub env: BTreeMap<String, String>,
+}
+
+/// The repository root.
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cluster_sh() -> PathBuf {
+    repo().join("scripts/cluster.sh")
+}
+
+static SHARED: OnceLock<Option<RealCluster>> = OnceLock::new();
+
+impl RealCluster {
+    /// The test binary's control plane, started by the first test that asks; `None` (after
+    /// a loud message) when it cannot start outside CI.
+    pub fn shared() -> Option<&'static RealCluster> {
+        SHARED.get_or_init(RealCluster::start).as_ref()
+    }
+
+    fn start() -> Option<RealCluster> {
+        let dir = std::env::temp_dir().join(format!("ledgerlet-cluster-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        watch_and_tear_down(&dir);
+        let started = Instant::now();
+        let out = Command::new(cluster_sh())
+            .arg("up")
+            .arg(&dir)
+            .arg("--no-node")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/cluster.sh");
+        if !out.status.success() {
+            let why = format!(
+                "scripts/cluster.sh up --no-node failed ({}):\n{}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("a real control plane is required under CI=true: {why}");
+            }
+            eprintln!("SKIPPED: no real control plane: {why}");
+            return None;
+        }
+        eprintln!(
+            "control plane up in {:?} at {}",
+            started.elapsed(),
+            dir.display()
+        );
+        let env = std::fs::read_to_string(dir.join("cluster.env"))
+            .expect("cluster.env")
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Some(RealCluster { dir, env })
+    }
+
+    /// The cluster admin's kubeconfig (`system:masters`).
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.dir.join("admin.kubeconfig")
+    }
+
+    /// A kubeconfig with the credentials of node `name` (`system:node:<name>`).
+    pub fn node_kubeconfig(&self, name: &str) -> PathBuf {
+        let out = Command::new(cluster_sh())
+            .arg("node-credentials")
+            .arg(&self.dir)
+            .arg(name)
+            .output()
+            .expect("run scripts/cluster.sh node-credentials");
+        assert!(
+            out.status.success(),
+            "node-credentials {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    }
+
+    /// `ledgerlet run` as node `name`, joined with that node's own credentials, on the
+    /// embedded runtime unless `extra` says otherwise.
+    pub fn agent(&self, name: &str, extra: &[&str]) -> Agent {
+        let kubeconfig = self.node_kubeconfig(name);
+        let kubeconfig = kubeconfig.to_str().unwrap().to_string();
+        let mut args = vec!["--kubeconfig", kubeconfig.as_str(), "--node-name", name];
+        args.extend_from_slice(extra);
+        Agent::start(&args)
+    }
+
+    /// A kube client with the credentials of `kubeconfig`, on a runtime of its own.
+    pub fn client(&self, kubeconfig: &Path) -> Kube {
+        Kube::new(kubeconfig)
+    }
+
+    /// The cluster admin's client.
+    pub fn admin(&self) -> Kube {
+        Kube::new(&self.admin_kubeconfig())
+    }
+
+    /// `kubectl --kubeconfig admin.kubeconfig ARGS…` → (success, stdout + stderr).
+    pub fn kubectl(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(self.dir.join("bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(self.admin_kubeconfig())
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+}
+
+/// Starts the watchdog that tears the cluster in `dir` down once this process is gone.
+fn watch_and_tear_down(dir: &Path) {
+    let script = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \"$0\" down \"$1\" >/dev/null 2>&1; \
+         if [ -z \"$LEDGERLET_KEEP_CLUSTER\" ]; then rm -rf \"$1\"; fi",
+        pid = std::process::id()
+    );
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(script)
+        .arg(cluster_sh())
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    // never waited for: it outlives this process by design, in a session of its own
+    #[allow(clippy::zombie_processes)]
+    cmd.spawn().expect("start the cluster watchdog");
+}
+
+/// A blocking facade over `kube::Client` for tests: each call runs on the client's own
+/// tokio runtime.
+pub struct Kube {
+    rt: tokio::runtime::Runtime,
+    pub client: kube::Client,
+}
+
+impl Kube {
+    fn new(kubeconfig: &Path) -> Kube {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = rt.block_on(async {
+            let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+            let config = kube::Config::from_custom_kubeconfig(
+                kc,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .expect("kubeconfig");
+            kube::Client::try_from(config).expect("kube client")
+        });
+        Kube { rt, client }
+    }
+
+    /// Runs `f` on this client's runtime.
+    pub fn run<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.rt.block_on(f)
+    }
+
+    /// The namespaced API of `K`.
+    pub fn api<K>(&self, ns: &str) -> kube::Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        kube::Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// The cluster-scoped API of `K`.
+    pub fn all<K>(&self) -> kube::Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        kube::Api::all(self.client.clone())
+    }
+
+    /// Polls `check` every 200 ms until it gives `Some`, for at most `secs`.
+    pub fn wait_for<T>(
+        &self,
+        what: &str,
+        secs: u64,
+        mut check: impl FnMut(&Kube) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = check(self) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {secs} s waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
