@@ -111,6 +111,10 @@ fn main() {
         best = best.min(s);
     }
     let per_s = records.len() as f64 / best;
+    let mut missed = Vec::new();
+    if full && per_s < 1_000_000.0 {
+        missed.push(format!("replay {per_s:.0} records/s is under 1000000"));
+    }
     println!(
         "replay: {} records in {:.3} s: {:.0} records/s (target >= 1000000: {})",
         records.len(),
@@ -209,5 +213,12 @@ fn main() {
                 "MISSED"
             }
         );
+        if full && s > 2.0 {
+            missed.push(format!("export {name} took {s:.3} s, over 2 s"));
+        }
+    }
+    if !missed.is_empty() {
+        eprintln!("postmortem: target missed: {}", missed.join("; "));
+        std::process::exit(1);
     }
 }

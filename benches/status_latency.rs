@@ -72,7 +72,7 @@ fn main() {
         .stderr(log)
         .spawn()
         .expect("start ledgerlet");
-    let _agent = Agent(child);
+    let agent = Agent(child);
     let port = {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -145,4 +145,9 @@ fn main() {
         latencies.last().unwrap(),
         if median <= 50.0 { "met" } else { "MISSED" }
     );
+    if full && median > 50.0 {
+        drop(agent);
+        eprintln!("status_latency: median {median:.1} ms is over the 50 ms target");
+        std::process::exit(1);
+    }
 }
