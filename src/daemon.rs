@@ -427,6 +427,13 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     if let Some(c) = &cluster {
         executor = executor.with_secrets(SecretResolver::new(c.api.clone(), redactor.clone()));
     }
+    let projector = crate::shell::projected::Projector::new(
+        cluster.as_ref().map(|c| c.api.clone()),
+        redactor.clone(),
+        opts.root_dir.join("pods"),
+    );
+    executor = executor.with_projector(projector.clone());
+    tokio::spawn(projector.run());
     let daemon = Daemon {
         engine: engine.clone(),
         executor,

@@ -9,6 +9,7 @@
 
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -337,4 +338,104 @@ fn node_restriction_refuses_writes_outside_the_node_and_the_agent_says_so_and_ke
         .run(admin.all::<Node>().get_opt("node-impostor"))
         .unwrap()
         .is_none());
+}
+
+/// ServiceAccount admission injects `kube-api-access-*` into an ordinary pod; the agent
+/// requests a bound token, reads `kube-root-ca.crt` and writes the namespace, atomically
+/// (the `..data` layout), and the container (a host process of the embedded runtime, in a
+/// private mount namespace as root) reads all three where every pod expects them. The token
+/// reaches neither the ledger nor the agent's log.
+#[test]
+fn a_default_pod_reads_its_service_account_token_ca_and_namespace_and_the_token_stays_secret() {
+    let Some(c) = cluster() else { return };
+    let agent = c.agent("node-sa", &[]);
+    let admin = c.admin();
+    wait_node_ready(&admin, "node-sa");
+    const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let pods = admin.api::<Pod>("default");
+    let script = format!(
+        "cat {SA_DIR}/namespace; echo; echo token-bytes=$(wc -c < {SA_DIR}/token); \
+         head -1 {SA_DIR}/ca.crt; sleep 3600"
+    );
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "proj", "namespace": "default"},
+        "spec": {
+            "nodeName": "node-sa",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "c",
+                "image": "busybox",
+                "command": ["sh", "-c", script]
+            }]
+        }
+    }))
+    .unwrap();
+    // ServiceAccount admission needs the default ServiceAccount, which the controller makes
+    let created = admin.wait_for("the pod to be admitted", 60, |_| {
+        admin.run(pods.create(&PostParams::default(), &pod)).ok()
+    });
+    let volumes = created
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap();
+    let injected = volumes
+        .iter()
+        .find(|v| v.name.starts_with("kube-api-access-"))
+        .expect("admission injected kube-api-access-*");
+    assert!(injected.projected.is_some());
+    let uid = created.metadata.uid.clone().unwrap();
+
+    // the container's log (CRI format) under the agent's pod logs dir
+    let log_file = agent
+        .logs
+        .join(format!("default_proj_{uid}"))
+        .join("c")
+        .join("0.log");
+    let log = admin.wait_for("the container to read the projected files", 120, |_| {
+        let text = std::fs::read_to_string(&log_file).ok()?;
+        text.contains("BEGIN CERTIFICATE").then_some(text)
+    });
+    let lines: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.splitn(4, ' ').nth(3))
+        .collect();
+    assert_eq!(lines.first(), Some(&"default"), "{log}");
+    let bytes: usize = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("token-bytes="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no token size in {log}"));
+    assert!(bytes > 100, "token of {bytes} bytes: {log}");
+    assert!(lines.contains(&"-----BEGIN CERTIFICATE-----"), "{log}");
+
+    // the volume's layout on the node
+    let vol = agent
+        .state_dir()
+        .join("pods")
+        .join(&uid)
+        .join("volumes/kubernetes.io~projected")
+        .join(&injected.name);
+    assert_eq!(
+        std::fs::read_link(vol.join("token")).unwrap(),
+        Path::new("..data/token")
+    );
+    assert!(std::fs::read_link(vol.join("..data"))
+        .unwrap()
+        .to_string_lossy()
+        .starts_with(".."));
+    let token = std::fs::read_to_string(vol.join("token")).unwrap();
+    assert_eq!(token.len(), bytes);
+    // nothing of the token in the ledger or the agent's log (its signature is unique to it)
+    let signature = token.rsplit('.').next().unwrap().to_string();
+    assert!(signature.len() > 20);
+    let ledger = agent.ledger_text();
+    assert!(!ledger.is_empty());
+    assert!(!ledger.contains(&signature), "the token is in the ledger");
+    assert!(
+        !agent.log().contains(&signature),
+        "the token is in the agent's log"
+    );
+    let _ = admin.run(pods.delete("proj", &Default::default()));
+    drop(agent);
 }

@@ -209,7 +209,8 @@ spec:
 }
 
 #[test]
-fn the_embedded_runtime_refuses_an_empty_dir_with_a_clear_error_and_other_pods_run_on() {
+fn an_empty_dir_runs_in_a_private_mount_namespace_as_root_or_is_refused_clearly_and_other_pods_run_on(
+) {
     let agent = Agent::start(&[]);
     let shared = agent.root.path().join("shared");
     std::fs::create_dir_all(&shared).unwrap();
@@ -234,41 +235,67 @@ spec:
             dir = shared.display()
         ),
     );
+    // the emptyDir shown inside the container at a path of the test's own
+    let inside = agent.root.path().join("scratch");
     agent.write_manifest(
         "scratch.yaml",
-        r#"apiVersion: v1
+        &format!(
+            r#"apiVersion: v1
 kind: Pod
 metadata:
   name: scratch
 spec:
   volumes:
     - name: tmp
-      emptyDir: {}
+      emptyDir: {{}}
   containers:
     - name: main
       image: busybox
-      command: ["sleep", "3600"]
+      command: ["sh", "-c", "echo there > {inside}/file; sleep 3600"]
       volumeMounts:
-        - {name: tmp, mountPath: /scratch}
+        - {{name: tmp, mountPath: {inside}}}
 "#,
+            inside = inside.display()
+        ),
     );
-    let p = agent.wait_for("scratch: CreateContainerError", 60, |a| {
-        let p = a.pod("scratch")?;
-        (scenarios::waiting_reason(&p, "main")? == "CreateContainerError").then_some(p)
-    });
-    let msg = container(&p, "main")
-        .unwrap()
-        .state
-        .clone()
-        .unwrap()
-        .waiting
-        .unwrap()
-        .message
-        .unwrap();
-    assert!(
-        msg.contains("embedded runtime") && msg.contains("emptyDir") && msg.contains("/scratch"),
-        "{msg}"
-    );
+    if unsafe { libc::geteuid() } == 0 {
+        let p = agent.wait_for("scratch running", 60, |a| {
+            let p = a.pod("scratch")?;
+            container(&p, "main")?.state.as_ref()?.running.as_ref()?;
+            Some(p)
+        });
+        let uid = p.metadata.uid.unwrap();
+        let on_host = agent
+            .state_dir()
+            .join("pods")
+            .join(&uid)
+            .join("volumes/kubernetes.io~empty-dir/tmp/file");
+        agent.wait_for("the file in the emptyDir", 30, |_| {
+            (std::fs::read_to_string(&on_host).ok()? == "there\n").then_some(())
+        });
+        assert!(
+            !inside.join("file").exists(),
+            "the bind mount stayed in the container's mount namespace"
+        );
+    } else {
+        let p = agent.wait_for("scratch: CreateContainerError", 60, |a| {
+            let p = a.pod("scratch")?;
+            (scenarios::waiting_reason(&p, "main")? == "CreateContainerError").then_some(p)
+        });
+        let msg = container(&p, "main")
+            .unwrap()
+            .state
+            .clone()
+            .unwrap()
+            .waiting
+            .unwrap()
+            .message
+            .unwrap();
+        assert!(
+            msg.contains("embedded runtime") && msg.contains("needs root"),
+            "{msg}"
+        );
+    }
     // a hostPath mounted at its own path works, and that pod runs
     agent.wait_for("same-path running and writing", 60, |a| {
         let p = a.pod("same-path")?;

@@ -13,7 +13,7 @@
 //! lifetime of every process it starts. Must not: leave a process behind
 //! (shutdown and `Drop` kill every process group it started), signal anything
 //! it did not start, or pretend to honour what it cannot (empty `command`,
-//! remapped mounts: rejected with `InvalidArgument`).
+//! remapped mounts without root: rejected with `InvalidArgument`).
 //!
 //! What a container gets:
 //! - argv `command ++ args` (`command` is required: images are not resolved);
@@ -23,7 +23,10 @@
 //! - working directory `working_dir` (must exist on the host; `/` if empty);
 //! - its own process group, stdin `/dev/null`, stdout/stderr written to the
 //!   CRI log file `log_directory/log_path` (when both are set);
-//! - only mounts with `host_path == container_path` (they are no-ops).
+//! - mounts with `host_path == container_path` are no-ops; any other mount, when the
+//!   runtime runs as root, runs the container in a private mount namespace with the host
+//!   path bind-mounted at the container path (read-only when `readonly`); without root it
+//!   is refused with `InvalidArgument` (see `mounts`).
 //!
 //! `ExecSync` runs the command with the container's environment and working
 //! directory in a process group of its own, which is killed when the command
@@ -45,6 +48,7 @@
 //! reaped instead of lingering as zombies of PID 1.
 
 mod logs;
+mod mounts;
 mod process;
 mod service;
 mod state;

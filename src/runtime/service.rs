@@ -135,14 +135,17 @@ fn validate_container_config(config: &v1::ContainerConfig) -> Result<(), Status>
                 m.container_path
             )));
         }
-        if m.host_path != m.container_path {
+        if m.host_path != m.container_path && !super::mounts::can_remap() {
             return Err(Status::invalid_argument(format!(
                 "container {name:?}: mount of host path {:?} at {:?} is not supported: the \
-                 embedded runtime runs containers as plain host processes without a mount \
-                 namespace, so a host path is only visible at its own path (host_path must \
-                 equal container_path): only a hostPath volume mounted at its own path works; \
-                 emptyDir and every other volume need a real runtime (containerd, CRI-O)",
-                m.host_path, m.container_path
+                 embedded runtime runs containers as host processes, and showing a host path \
+                 at another path needs a private mount namespace, which needs root (the \
+                 runtime runs as uid {}); only a hostPath volume mounted at its own path works \
+                 without root",
+                m.host_path,
+                m.container_path,
+                // SAFETY: geteuid has no preconditions
+                unsafe { libc::geteuid() }
             )));
         }
         if !Path::new(&m.host_path).exists() {
@@ -511,6 +514,13 @@ impl CriServer {
                 }
             }
         };
+        let plan = match super::mounts::MountPlan::new(&c.config.mounts) {
+            Ok(plan) => plan,
+            Err(e) => {
+                let msg = format!("failed to start container {name:?}: {e}");
+                return Err(self.fail_start(&mut st, id, msg));
+            }
+        };
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .env_clear()
@@ -521,6 +531,12 @@ impl CriServer {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(false);
+        if let Some(plan) = plan {
+            // SAFETY: the hook only makes system calls on memory prepared before the fork
+            unsafe {
+                cmd.pre_exec(move || plan.apply_in_child());
+            }
+        }
         let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(e) => {
@@ -649,6 +665,17 @@ impl CriServer {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .kill_on_drop(false);
+            // a container in a mount namespace of its own: the command runs in it too
+            if let Some(ns) = c
+                .pgid
+                .and_then(|pid| super::mounts::namespace_of(pid, &c.config.mounts))
+            {
+                // SAFETY: the hook only makes one system call on a descriptor opened before
+                // the fork
+                unsafe {
+                    cmd.pre_exec(move || super::mounts::enter(&ns));
+                }
+            }
             let child = cmd.spawn().map_err(|e| {
                 Status::unknown(format!(
                     "ExecSync in container {:?}: cannot run {:?}: {e}",

@@ -66,6 +66,8 @@ pub struct Executor {
     cancels: Arc<Mutex<CancelTable>>,
     /// Resolves `secretKeyRef` env (only when the node talks to an API server).
     secrets: Option<Arc<super::secrets::SecretResolver>>,
+    /// Writes projected, configMap, secret and downwardAPI volumes.
+    projector: super::projected::Projector,
 }
 
 struct Step<'a> {
@@ -116,13 +118,26 @@ fn ok(id: Option<String>, detail: Option<String>) -> ActionOutcome {
 impl Executor {
     /// An executor over `cri` reporting to `report`.
     pub fn new(cri: CriClient, ctx: NodeContext, report: Report) -> Executor {
+        let projector = super::projected::Projector::new(
+            None,
+            super::redact::Redactor::new(),
+            ctx.pods_dir.clone(),
+        );
         Executor {
             cri,
             ctx: Arc::new(ctx),
             report,
             cancels: Arc::default(),
             secrets: None,
+            projector,
         }
+    }
+
+    /// The same executor writing projected (and configMap, secret, downwardAPI) volumes
+    /// with `projector`.
+    pub fn with_projector(mut self, projector: super::projected::Projector) -> Executor {
+        self.projector = projector;
+        self
     }
 
     /// The same executor resolving `secretKeyRef` env through `resolver`.
@@ -329,7 +344,10 @@ impl Executor {
         let volumes = if plan.start_init.is_empty() && plan.start.is_empty() {
             Ok(Default::default())
         } else {
-            super::volumes::prepare(&self.ctx.pods_dir, p)
+            match self.projector.prepare(p).await {
+                Ok(_) => super::volumes::prepare(&self.ctx.pods_dir, p),
+                Err(e) => Err(e),
+            }
         };
         let target = StartTarget {
             sandbox_id: &sandbox_id,
@@ -915,6 +933,7 @@ impl Executor {
         };
         if outcome == SyncOutcome::Ok {
             // an orphaned pod's volumes (no SyncTerminatedPod follows)
+            self.projector.forget_pod(cmd.uid.as_str());
             if let Err(e) = super::volumes::remove_pod(&self.ctx.pods_dir, cmd.uid.as_str()) {
                 tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's volumes");
             }
@@ -969,6 +988,7 @@ impl Executor {
             }
         }
         // the kubelet tears a terminated pod's volumes down (emptyDir contents go with it)
+        self.projector.forget_pod(cmd.uid.as_str());
         if let Err(e) = super::volumes::remove_pod(&self.ctx.pods_dir, cmd.uid.as_str()) {
             tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's volumes");
             if outcome == SyncOutcome::Ok {

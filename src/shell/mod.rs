@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod http_get;
 pub mod machine;
 pub mod prober;
+pub mod projected;
 pub mod redact;
 pub mod runtime_health;
 pub mod runtime_view;

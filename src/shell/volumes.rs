@@ -1,5 +1,6 @@
 //! Pod volumes on the node (kubelet volume manager, for the plugins ledgerlet has):
-//! `emptyDir` and `hostPath`.
+//! `emptyDir` and `hostPath` here; `projected`, `configMap`, `secret` and `downwardAPI` are
+//! written by [`super::projected`] (this module only returns their paths).
 //!
 //! Owns the pod directory's volume layout (`<root-dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>`,
 //! as the kubelet lays it out), creating `emptyDir`s (a `tmpfs` for `medium: Memory`, sized by
@@ -103,6 +104,9 @@ pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
                 }
             }
             dir
+        } else if let Some(dir) = super::projected::volume_path(pods_dir, pod::uid_str(p), v) {
+            // written by the projector (super::projected) before this runs
+            dir
         } else if let Some(h) = &v.host_path {
             check_host_path(Path::new(&h.path), h.type_.as_deref().unwrap_or(""))
                 .map_err(|e| volume_error(p, i, v, ".hostPath.type", e))?;
@@ -113,7 +117,9 @@ pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
                 i,
                 v,
                 "",
-                "only emptyDir and hostPath volumes are supported by ledgerlet so far".into(),
+                "only emptyDir, hostPath, projected, configMap, secret and downwardAPI volumes are \
+                 supported by ledgerlet so far"
+                    .into(),
             ));
         };
         out.insert(v.name.clone(), path);
@@ -336,7 +342,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let p = pod_with(serde_json::json!([
             {"name": "ok", "emptyDir": {}},
-            {"name": "cfg", "configMap": {"name": "x"}}
+            {"name": "cfg", "nfs": {"server": "x", "path": "/"}}
         ]));
         let e = prepare(t.path(), &p).unwrap_err();
         assert!(e.contains("pod ns/p: spec.volumes[1]"), "{e}");

@@ -1,0 +1,1391 @@
+//! Volumes whose files the node writes (kubelet `projected`, `configMap`, `secret` and
+//! `downwardAPI` volume plugins), as ServiceAccount admission injects `kube-api-access-*`.
+//!
+//! Owns: resolving each source (ServiceAccount tokens through the TokenRequest API, bound to
+//! the pod; ConfigMaps and Secrets by GET under the API client's rate limit; downward API
+//! fields from the pod), writing them with the kubelet's AtomicWriter layout under
+//! `<pods_dir>/<uid>/volumes/kubernetes.io~projected/<name>/` (or `~configmap`, `~secret`,
+//! `~downward-api`), the token manager's bounded cache and refresh rule ([`needs_refresh`]),
+//! and the periodic rewrite of the volumes of the pods it prepared ([`Projector::run`]).
+//! Registers every token and Secret value with the [`Redactor`] before it is written.
+//!
+//! Must not: put a token or Secret value in an error, a log line, a span or a record; write
+//! outside the volume's directory (item paths are validated); decide when a pod starts or
+//! stops (the executor calls [`Projector::prepare`] before it starts containers and
+//! [`Projector::forget_pod`] before it removes the pod's directory).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{
+    ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount, Volume,
+};
+
+use super::api::ApiClient;
+use super::redact::Redactor;
+use crate::core::pod;
+
+/// The projected volume plugin's directory inside a pod's volume directory.
+pub const PROJECTED_PLUGIN: &str = "kubernetes.io~projected";
+/// The configMap volume plugin's directory.
+pub const CONFIGMAP_PLUGIN: &str = "kubernetes.io~configmap";
+/// The secret volume plugin's directory.
+pub const SECRET_PLUGIN: &str = "kubernetes.io~secret";
+/// The downwardAPI volume plugin's directory.
+pub const DOWNWARD_API_PLUGIN: &str = "kubernetes.io~downward-api";
+/// The mode of a projected file when neither `defaultMode` nor the item's `mode` says.
+pub const DEFAULT_MODE: u32 = 0o644;
+/// The kubelet's default `expirationSeconds` of a token projection.
+pub const DEFAULT_TOKEN_EXPIRATION_S: i64 = 3600;
+/// Tokens a node keeps at most (the soonest-expiring are forgotten first past it).
+pub const MAX_TOKENS: usize = 4096;
+/// Pods whose volumes are kept fresh at most.
+pub const MAX_PODS: usize = 1024;
+/// How often the volumes of prepared pods are rewritten (tokens refreshed when due).
+pub const REFRESH_PERIOD: Duration = Duration::from_secs(60);
+/// A token older than this is refreshed whatever its lifetime (the token manager's maxTTL).
+pub const MAX_TOKEN_AGE: Duration = Duration::from_secs(24 * 3600);
+/// The symlink to the current payload directory.
+pub const DATA_DIR: &str = "..data";
+const DATA_DIR_TMP: &str = "..data_tmp";
+
+/// The plugin directory of `v`, if it is a volume this module writes.
+pub fn plugin_of(v: &Volume) -> Option<&'static str> {
+    if v.projected.is_some() {
+        Some(PROJECTED_PLUGIN)
+    } else if v.config_map.is_some() {
+        Some(CONFIGMAP_PLUGIN)
+    } else if v.secret.is_some() {
+        Some(SECRET_PLUGIN)
+    } else if v.downward_api.is_some() {
+        Some(DOWNWARD_API_PLUGIN)
+    } else {
+        None
+    }
+}
+
+/// `<pods_dir>/<uid>/volumes/<plugin>/<name>` for a volume this module writes.
+pub fn volume_path(pods_dir: &Path, uid: &str, v: &Volume) -> Option<PathBuf> {
+    plugin_of(v).map(|plugin| {
+        pods_dir
+            .join(uid)
+            .join("volumes")
+            .join(plugin)
+            .join(&v.name)
+    })
+}
+
+/// One file of a payload. Its `Debug` never shows the data.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FileProjection {
+    /// The contents.
+    pub data: Vec<u8>,
+    /// The permission bits.
+    pub mode: u32,
+}
+
+impl std::fmt::Debug for FileProjection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "FileProjection({} bytes, {:o})",
+            self.data.len(),
+            self.mode
+        )
+    }
+}
+
+/// A volume's files by path relative to the volume.
+pub type Payload = BTreeMap<String, FileProjection>;
+
+/// The kubelet's `validatePath`: relative, inside the volume, not a `..`-prefixed name of
+/// the writer's own.
+pub fn validate_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("the path is empty".into());
+    }
+    if path.len() > 4096 {
+        return Err(format!(
+            "the path is longer than 4096 bytes: {:.40}...",
+            path
+        ));
+    }
+    if path.starts_with("..") {
+        return Err(format!("{path:?} must not start with '..'"));
+    }
+    let p = Path::new(path);
+    if p.is_absolute() {
+        return Err(format!("{path:?} must be a relative path"));
+    }
+    if p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(format!("{path:?} must not contain '..'"));
+    }
+    if p.components().next().is_none() || !p.components().any(|c| matches!(c, Component::Normal(_)))
+    {
+        return Err(format!("{path:?} names no file"));
+    }
+    Ok(())
+}
+
+/// `..2006_01_02_15_04_05.<nanos>` for `t` (UTC), the kubelet's payload directory name.
+fn timestamped_name(t: SystemTime, n: u32) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // civil from days (H. Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "..{year:04}_{month:02}_{day:02}_{:02}_{:02}_{:02}.{:09}{}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_nanos(),
+        if n == 0 {
+            String::new()
+        } else {
+            format!("_{n}")
+        }
+    )
+}
+
+/// Every regular file under `dir`, by path relative to it.
+fn files_under(dir: &Path) -> std::io::Result<BTreeMap<String, PathBuf>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let t = e.file_type()?;
+            if t.is_dir() {
+                stack.push(e.path());
+            } else {
+                let rel = e
+                    .path()
+                    .strip_prefix(dir)
+                    .map(|r| r.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                out.insert(rel, e.path());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// True if the payload directory `current` holds exactly `payload`.
+fn holds(current: &Path, payload: &Payload) -> bool {
+    let Ok(files) = files_under(current) else {
+        return false;
+    };
+    files.len() == payload.len()
+        && payload.iter().all(|(k, f)| {
+            files.get(k).is_some_and(|p| {
+                std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o7777 == f.mode)
+                    && std::fs::read(p).is_ok_and(|d| d == f.data)
+            })
+        })
+}
+
+fn top_level(path: &str) -> String {
+    Path::new(path)
+        .components()
+        .find_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn write_payload(ts: &Path, payload: &Payload) -> std::io::Result<()> {
+    for (path, f) in payload {
+        let full = ts.join(path);
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&full)?;
+        std::io::Write::write_all(&mut file, &f.data)?;
+        file.sync_all()?;
+        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(f.mode))?;
+    }
+    Ok(())
+}
+
+/// The kubelet's `AtomicWriter.Write`: the payload goes into a new timestamped directory
+/// `..<ts>`, the `..data` symlink is swapped to it with `rename(2)` (readers see the old or
+/// the new payload, never a mix), each top-level name is a symlink `name -> ..data/name`,
+/// then the old payload directory and names no longer in the payload are removed. Every
+/// path is validated first; on a failure before the swap the new directory is removed and
+/// the old payload stays. Returns false if the volume already held exactly `payload`.
+pub fn write_atomic(dir: &Path, payload: &Payload) -> Result<bool, String> {
+    for k in payload.keys() {
+        validate_path(k)?;
+    }
+    let shown = dir.display();
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {shown}: {e}"))?;
+    let data_link = dir.join(DATA_DIR);
+    let old = std::fs::read_link(&data_link).ok();
+    let top: BTreeSet<String> = payload.keys().map(|k| top_level(k)).collect();
+    let links_ok = top
+        .iter()
+        .all(|t| std::fs::read_link(dir.join(t)).is_ok_and(|l| l == Path::new(DATA_DIR).join(t)));
+    if let Some(old) = &old {
+        if links_ok && holds(&dir.join(old), payload) {
+            return Ok(false);
+        }
+    }
+    // 1. the new payload directory
+    let now = SystemTime::now();
+    let mut n = 0;
+    let (ts_name, ts) = loop {
+        let name = timestamped_name(now, n);
+        let path = dir.join(&name);
+        match std::fs::create_dir(&path) {
+            Ok(()) => break (name, path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+            Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
+        }
+    };
+    let _ = std::fs::set_permissions(&ts, std::fs::Permissions::from_mode(0o755));
+    if let Err(e) = write_payload(&ts, payload) {
+        let _ = std::fs::remove_dir_all(&ts);
+        return Err(format!(
+            "cannot write the payload into {}: {e}",
+            ts.display()
+        ));
+    }
+    // 2. swap ..data
+    let tmp = dir.join(DATA_DIR_TMP);
+    let _ = std::fs::remove_file(&tmp);
+    let swapped =
+        std::os::unix::fs::symlink(&ts_name, &tmp).and_then(|()| std::fs::rename(&tmp, &data_link));
+    if let Err(e) = swapped {
+        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_dir_all(&ts);
+        return Err(format!("cannot swap {}: {e}", data_link.display()));
+    }
+    // 3. user-visible names
+    for t in &top {
+        let link = dir.join(t);
+        let want = Path::new(DATA_DIR).join(t);
+        match std::fs::symlink_metadata(&link) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if std::fs::read_link(&link).ok().as_deref() != Some(want.as_path()) {
+                    let _ = std::fs::remove_file(&link);
+                    std::os::unix::fs::symlink(&want, &link)
+                        .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+                }
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "{} exists and is not a symlink the writer made",
+                    link.display()
+                ))
+            }
+            Err(_) => std::os::unix::fs::symlink(&want, &link)
+                .map_err(|e| format!("cannot link {}: {e}", link.display()))?,
+        }
+    }
+    // 4. the old payload and names no longer projected
+    if let Some(old) = old.filter(|o| o != Path::new(&ts_name)) {
+        let old = dir.join(old);
+        if old.starts_with(dir) && old.file_name().is_some_and(|n| n != DATA_DIR) {
+            let _ = std::fs::remove_dir_all(old);
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("..") || top.contains(&name) {
+                continue;
+            }
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The token manager's rule: refresh once 80 % of the token's lifetime has passed, or when
+/// it is older than 24 h.
+pub fn needs_refresh(issued: SystemTime, expires: SystemTime, now: SystemTime) -> bool {
+    let ttl = expires.duration_since(issued).unwrap_or_default();
+    let age = now.duration_since(issued).unwrap_or_default();
+    age >= ttl.mul_f64(0.8) || age >= MAX_TOKEN_AGE
+}
+
+/// Go's `%q` for the common cases (the kubelet's `fieldpath.FormatMap`).
+fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn format_map(m: Option<&BTreeMap<String, String>>) -> String {
+    m.into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", go_quote(v)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The value of a downward API `fieldRef` in a volume (the fields the kubelet allows there).
+pub fn downward_field(p: &Pod, field_path: &str) -> Result<String, String> {
+    let meta = &p.metadata;
+    let subscript = |prefix: &str| {
+        field_path
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_prefix("['"))
+            .and_then(|r| r.strip_suffix("']"))
+            .map(str::to_string)
+    };
+    Ok(match field_path {
+        "metadata.name" => pod::name(p).to_string(),
+        "metadata.namespace" => pod::namespace(p).to_string(),
+        "metadata.uid" => pod::uid_str(p).to_string(),
+        "metadata.labels" => format_map(meta.labels.as_ref()),
+        "metadata.annotations" => format_map(meta.annotations.as_ref()),
+        _ => {
+            if let Some(k) = subscript("metadata.labels") {
+                meta.labels
+                    .as_ref()
+                    .and_then(|l| l.get(&k))
+                    .cloned()
+                    .unwrap_or_default()
+            } else if let Some(k) = subscript("metadata.annotations") {
+                meta.annotations
+                    .as_ref()
+                    .and_then(|l| l.get(&k))
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                return Err(format!(
+                    "fieldRef {field_path:?} is not supported in a volume (metadata.name, \
+                     metadata.namespace, metadata.uid, metadata.labels, metadata.annotations)"
+                ));
+            }
+        }
+    })
+}
+
+/// The value of a `resourceFieldRef` from the container's own limits or requests (a limit
+/// that is not set would be the node's allocatable: not supported).
+fn resource_field(
+    p: &Pod,
+    r: &k8s_openapi::api::core::v1::ResourceFieldSelector,
+) -> Result<String, String> {
+    use crate::core::pod_status::quantity::parse_nanos;
+    let cname = r.container_name.as_deref().unwrap_or_default();
+    let c = p
+        .spec
+        .as_ref()
+        .into_iter()
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .find(|c| c.name == cname)
+        .ok_or_else(|| format!("resourceFieldRef: container {cname:?} is not in the pod"))?;
+    let (kind, res) = r
+        .resource
+        .split_once('.')
+        .ok_or_else(|| format!("resourceFieldRef: {:?} is not a resource", r.resource))?;
+    let res_ = c.resources.as_ref();
+    let q = match kind {
+        "limits" => res_.and_then(|x| x.limits.as_ref()),
+        "requests" => res_.and_then(|x| x.requests.as_ref()),
+        _ => None,
+    }
+    .and_then(|m| m.get(res))
+    .ok_or_else(|| {
+        format!(
+            "resourceFieldRef {:?} of container {cname:?} is not set (the node's allocatable \
+             default is not supported)",
+            r.resource
+        )
+    })?;
+    let value = parse_nanos(&q.0).ok_or_else(|| format!("{:?} is not a quantity", q.0))?;
+    let divisor = match &r.divisor {
+        Some(d) => parse_nanos(&d.0).ok_or_else(|| format!("{:?} is not a quantity", d.0))?,
+        None => 1_000_000_000,
+    };
+    if divisor <= 0 {
+        return Err("resourceFieldRef: the divisor must be positive".into());
+    }
+    // the kubelet rounds up
+    Ok(((value + divisor - 1) / divisor).to_string())
+}
+
+fn mode_of(m: Option<i32>, default: u32) -> u32 {
+    m.map_or(default, |m| (m as u32) & 0o7777)
+}
+
+/// The downward API items of a volume or projection.
+pub fn downward_payload(
+    p: &Pod,
+    items: &[DownwardAPIVolumeFile],
+    default_mode: u32,
+) -> Result<Payload, String> {
+    let mut out = Payload::new();
+    for (i, item) in items.iter().enumerate() {
+        let value = if let Some(f) = &item.field_ref {
+            downward_field(p, &f.field_path)
+        } else if let Some(r) = &item.resource_field_ref {
+            resource_field(p, r)
+        } else {
+            Err("neither fieldRef nor resourceFieldRef".into())
+        }
+        .map_err(|e| format!("items[{i}] ({}): {e}", item.path))?;
+        out.insert(
+            item.path.clone(),
+            FileProjection {
+                data: value.into_bytes(),
+                mode: mode_of(item.mode, default_mode),
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Keys of a ConfigMap or Secret as files: every key, or the `items` (a missing key is an
+/// error unless `optional`).
+fn keys_payload(
+    data: &BTreeMap<String, Vec<u8>>,
+    items: Option<&[KeyToPath]>,
+    optional: bool,
+    default_mode: u32,
+    what: &str,
+) -> Result<Payload, String> {
+    let mut out = Payload::new();
+    match items {
+        None => {
+            for (k, v) in data {
+                out.insert(
+                    k.clone(),
+                    FileProjection {
+                        data: v.clone(),
+                        mode: default_mode,
+                    },
+                );
+            }
+        }
+        Some(items) => {
+            for (i, item) in items.iter().enumerate() {
+                match data.get(&item.key) {
+                    Some(v) => {
+                        out.insert(
+                            item.path.clone(),
+                            FileProjection {
+                                data: v.clone(),
+                                mode: mode_of(item.mode, default_mode),
+                            },
+                        );
+                    }
+                    None if optional => {}
+                    None => {
+                        return Err(format!(
+                            "items[{i}]: couldn't find key {} in {what}",
+                            item.key
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct TokenKey {
+    namespace: String,
+    service_account: String,
+    audiences: Vec<String>,
+    expiration_s: i64,
+    pod_uid: String,
+}
+
+struct CachedToken {
+    token: String,
+    issued: SystemTime,
+    expires: SystemTime,
+}
+
+#[derive(Default)]
+struct State {
+    tokens: BTreeMap<TokenKey, CachedToken>,
+    /// Pods whose volumes were prepared and are kept fresh, by uid.
+    pods: BTreeMap<String, Pod>,
+}
+
+/// Writes the volumes of this module; cheap to clone.
+#[derive(Clone)]
+pub struct Projector {
+    api: Option<ApiClient>,
+    redactor: Redactor,
+    pods_dir: PathBuf,
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for Projector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Projector")
+    }
+}
+
+impl Projector {
+    /// A projector writing under `pods_dir`, reading from `api` (None: standalone) and
+    /// registering tokens and Secret values with `redactor`.
+    pub fn new(api: Option<ApiClient>, redactor: Redactor, pods_dir: PathBuf) -> Projector {
+        Projector {
+            api,
+            redactor,
+            pods_dir,
+            state: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes every volume of the pod this module owns and, once they are all written,
+    /// remembers the pod for the periodic refresh. Returns their host paths by volume name.
+    pub async fn prepare(&self, p: &Pod) -> Result<super::volumes::VolumePaths, String> {
+        let has_any = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .is_some_and(|vs| vs.iter().any(|v| plugin_of(v).is_some()));
+        if !has_any {
+            return Ok(Default::default());
+        }
+        let paths = self.write_pod(p, false).await?;
+        let mut st = self.lock();
+        let uid = pod::uid_str(p).to_string();
+        if !st.pods.contains_key(&uid) && st.pods.len() >= MAX_PODS {
+            if let Some(k) = st.pods.keys().next().cloned() {
+                st.pods.remove(&k);
+            }
+        }
+        st.pods.insert(uid, p.clone());
+        Ok(paths)
+    }
+
+    /// Forgets a pod: no more refreshes, and its tokens are dropped. Called before its
+    /// directory is removed.
+    pub fn forget_pod(&self, uid: &str) {
+        let mut st = self.lock();
+        st.pods.remove(uid);
+        st.tokens.retain(|k, _| k.pod_uid != uid);
+    }
+
+    /// Rewrites the volumes of every remembered pod (tokens refreshed when due; ConfigMap
+    /// and Secret changes picked up). Failures are logged; they never name a value.
+    pub async fn refresh_all(&self) {
+        let pods: Vec<Pod> = self.lock().pods.values().cloned().collect();
+        for p in pods {
+            if let Err(e) = self.write_pod(&p, true).await {
+                tracing::warn!(error = %e, "cannot refresh the pod's volumes");
+            }
+        }
+    }
+
+    /// Refreshes every [`REFRESH_PERIOD`], forever.
+    pub async fn run(self) {
+        let mut tick = tokio::time::interval(REFRESH_PERIOD);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            self.refresh_all().await;
+        }
+    }
+
+    async fn write_pod(
+        &self,
+        p: &Pod,
+        only_if_remembered: bool,
+    ) -> Result<super::volumes::VolumePaths, String> {
+        let uid = pod::uid_str(p).to_string();
+        let mut out = super::volumes::VolumePaths::new();
+        let volumes = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_deref())
+            .unwrap_or_default();
+        for (i, v) in volumes.iter().enumerate() {
+            let Some(dir) = volume_path(&self.pods_dir, &uid, v) else {
+                continue;
+            };
+            let who = format!(
+                "pod {}/{}: spec.volumes[{i}] (volume {:?})",
+                pod::namespace(p),
+                pod::name(p),
+                v.name
+            );
+            let payload = self
+                .payload(p, v)
+                .await
+                .map_err(|e| format!("{who}: {e}"))?;
+            // the write and the check that the pod is still wanted are one step, so a
+            // refresh never recreates a directory the executor just removed
+            let st = self.lock();
+            if only_if_remembered && !st.pods.contains_key(&uid) {
+                return Ok(out);
+            }
+            write_atomic(&dir, &payload).map_err(|e| format!("{who}: {e}"))?;
+            drop(st);
+            out.insert(v.name.clone(), dir);
+        }
+        Ok(out)
+    }
+
+    fn api(&self, what: &str) -> Result<&ApiClient, String> {
+        self.api.as_ref().ok_or_else(|| {
+            format!(
+                "{what} needs the node to be joined to a cluster (--kubeconfig); this node runs \
+                 standalone"
+            )
+        })
+    }
+
+    async fn payload(&self, p: &Pod, v: &Volume) -> Result<Payload, String> {
+        let ns = pod::namespace(p).to_string();
+        if let Some(proj) = &v.projected {
+            let default_mode = mode_of(proj.default_mode, DEFAULT_MODE);
+            let mut out = Payload::new();
+            for (j, s) in proj.sources.iter().flatten().enumerate() {
+                let part = if let Some(t) = &s.service_account_token {
+                    let what = format!("projected.sources[{j}].serviceAccountToken");
+                    let sa = p
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.service_account_name.clone())
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or_else(|| "default".into());
+                    let token = self
+                        .token(p, &sa, t.audience.as_deref(), t.expiration_seconds, &what)
+                        .await?;
+                    let mut m = Payload::new();
+                    m.insert(
+                        t.path.clone(),
+                        FileProjection {
+                            data: token.into_bytes(),
+                            mode: default_mode,
+                        },
+                    );
+                    m
+                } else if let Some(c) = &s.config_map {
+                    let what = format!("projected.sources[{j}].configMap {:?}", c.name);
+                    self.config_map_payload(
+                        &ns,
+                        &c.name,
+                        c.items.as_deref(),
+                        c.optional.unwrap_or(false),
+                        default_mode,
+                        &what,
+                    )
+                    .await?
+                } else if let Some(sec) = &s.secret {
+                    let what = format!("projected.sources[{j}].secret {:?}", sec.name);
+                    self.secret_payload(
+                        &ns,
+                        &sec.name,
+                        sec.items.as_deref(),
+                        sec.optional.unwrap_or(false),
+                        default_mode,
+                        &what,
+                    )
+                    .await?
+                } else if let Some(d) = &s.downward_api {
+                    downward_payload(p, d.items.as_deref().unwrap_or_default(), default_mode)
+                        .map_err(|e| format!("projected.sources[{j}].downwardAPI: {e}"))?
+                } else {
+                    return Err(format!(
+                        "projected.sources[{j}]: only serviceAccountToken, configMap, secret \
+                         and downwardAPI sources are supported by ledgerlet so far"
+                    ));
+                };
+                out.extend(part);
+            }
+            Ok(out)
+        } else if let Some(c) = &v.config_map {
+            let what = format!("configMap {:?}", c.name);
+            self.config_map_payload(
+                &ns,
+                &c.name,
+                c.items.as_deref(),
+                c.optional.unwrap_or(false),
+                mode_of(c.default_mode, DEFAULT_MODE),
+                &what,
+            )
+            .await
+        } else if let Some(sec) = &v.secret {
+            let name = sec.secret_name.clone().unwrap_or_default();
+            let what = format!("secret {name:?}");
+            self.secret_payload(
+                &ns,
+                &name,
+                sec.items.as_deref(),
+                sec.optional.unwrap_or(false),
+                mode_of(sec.default_mode, DEFAULT_MODE),
+                &what,
+            )
+            .await
+        } else if let Some(d) = &v.downward_api {
+            downward_payload(
+                p,
+                d.items.as_deref().unwrap_or_default(),
+                mode_of(d.default_mode, DEFAULT_MODE),
+            )
+            .map_err(|e| format!("downwardAPI: {e}"))
+        } else {
+            Ok(Payload::new())
+        }
+    }
+
+    async fn config_map_payload(
+        &self,
+        ns: &str,
+        name: &str,
+        items: Option<&[KeyToPath]>,
+        optional: bool,
+        default_mode: u32,
+        what: &str,
+    ) -> Result<Payload, String> {
+        let api = self.api(what)?;
+        let cms: kube::Api<ConfigMap> = kube::Api::namespaced(api.client(), ns);
+        let cm = api
+            .call("GET", cms.get_opt(name))
+            .await
+            .map_err(|e| format!("{what}: cannot read ConfigMap {ns}/{name}: {e}"))?;
+        let Some(cm) = cm else {
+            if optional {
+                return Ok(Payload::new());
+            }
+            return Err(format!("{what}: configmap \"{name}\" not found"));
+        };
+        let mut data: BTreeMap<String, Vec<u8>> = cm
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.into_bytes()))
+            .collect();
+        data.extend(
+            cm.binary_data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0)),
+        );
+        keys_payload(
+            &data,
+            items,
+            optional,
+            default_mode,
+            &format!("ConfigMap {ns}/{name}"),
+        )
+        .map_err(|e| format!("{what}: {e}"))
+    }
+
+    async fn secret_payload(
+        &self,
+        ns: &str,
+        name: &str,
+        items: Option<&[KeyToPath]>,
+        optional: bool,
+        default_mode: u32,
+        what: &str,
+    ) -> Result<Payload, String> {
+        let api = self.api(what)?;
+        let secrets: kube::Api<Secret> = kube::Api::namespaced(api.client(), ns);
+        let secret = api
+            .call("GET", secrets.get_opt(name))
+            .await
+            .map_err(|e| format!("{what}: cannot read Secret {ns}/{name}: {e}"))?;
+        let Some(secret) = secret else {
+            if optional {
+                return Ok(Payload::new());
+            }
+            return Err(format!("{what}: secret \"{name}\" not found"));
+        };
+        let mut data: BTreeMap<String, Vec<u8>> = secret
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        data.extend(
+            secret
+                .string_data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.into_bytes())),
+        );
+        // registered before anything else sees them
+        for v in data.values() {
+            self.redactor.register(&String::from_utf8_lossy(v));
+        }
+        keys_payload(
+            &data,
+            items,
+            optional,
+            default_mode,
+            &format!("Secret {ns}/{name}"),
+        )
+        .map_err(|e| format!("{what}: {e}"))
+    }
+
+    /// A token for the pod's ServiceAccount, from the cache unless due for a refresh.
+    async fn token(
+        &self,
+        p: &Pod,
+        sa: &str,
+        audience: Option<&str>,
+        expiration_s: Option<i64>,
+        what: &str,
+    ) -> Result<String, String> {
+        let api = self.api(what)?;
+        let ns = pod::namespace(p).to_string();
+        let key = TokenKey {
+            namespace: ns.clone(),
+            service_account: sa.to_string(),
+            audiences: audience
+                .filter(|a| !a.is_empty())
+                .map(|a| vec![a.to_string()])
+                .unwrap_or_default(),
+            expiration_s: expiration_s.unwrap_or(DEFAULT_TOKEN_EXPIRATION_S),
+            pod_uid: pod::uid_str(p).to_string(),
+        };
+        if let Some(t) = self.lock().tokens.get(&key) {
+            if !needs_refresh(t.issued, t.expires, SystemTime::now()) {
+                return Ok(t.token.clone());
+            }
+        }
+        use k8s_openapi::api::authentication::v1::{
+            BoundObjectReference, TokenRequest, TokenRequestSpec,
+        };
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                audiences: Some(key.audiences.clone()),
+                expiration_seconds: Some(key.expiration_s),
+                bound_object_ref: Some(BoundObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: Some(pod::name(p).to_string()),
+                    uid: Some(key.pod_uid.clone()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let sas: kube::Api<ServiceAccount> = kube::Api::namespaced(api.client(), &ns);
+        let issued = SystemTime::now();
+        let response = api
+            .call(
+                "POST",
+                sas.create_token_request(sa, &kube::api::PostParams::default(), &request),
+            )
+            .await
+            .map_err(|e| {
+                format!("{what}: cannot request a token for ServiceAccount {ns}/{sa}: {e}")
+            })?;
+        let token = response
+            .status
+            .and_then(|s| s.token)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                format!("{what}: the TokenRequest for ServiceAccount {ns}/{sa} returned no token")
+            })?;
+        self.redactor.register(&token);
+        let expires = issued + Duration::from_secs(key.expiration_s.max(1) as u64);
+        let mut st = self.lock();
+        if !st.tokens.contains_key(&key) && st.tokens.len() >= MAX_TOKENS {
+            // forget the soonest-expiring
+            if let Some(k) = st
+                .tokens
+                .iter()
+                .min_by_key(|(_, t)| t.expires)
+                .map(|(k, _)| k.clone())
+            {
+                st.tokens.remove(&k);
+            }
+        }
+        st.tokens.insert(
+            key,
+            CachedToken {
+                token: token.clone(),
+                issued,
+                expires,
+            },
+        );
+        Ok(token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(data: &str, mode: u32) -> FileProjection {
+        FileProjection {
+            data: data.as_bytes().to_vec(),
+            mode,
+        }
+    }
+
+    fn payload(entries: &[(&str, &str, u32)]) -> Payload {
+        entries
+            .iter()
+            .map(|(k, v, m)| (k.to_string(), file(v, *m)))
+            .collect()
+    }
+
+    fn ts_dirs(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("..") && n != DATA_DIR)
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn atomic_writer_lays_out_data_symlinks_and_modes() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("vol");
+        let p = payload(&[
+            ("token", "tok-1", 0o600),
+            ("ca.crt", "CA", 0o644),
+            ("sub/dir/file", "deep", 0o640),
+        ]);
+        assert!(write_atomic(&dir, &p).unwrap());
+        let data = std::fs::read_link(dir.join(DATA_DIR)).unwrap();
+        let data = data.to_string_lossy().into_owned();
+        assert!(data.starts_with("..2"), "{data}");
+        assert_eq!(ts_dirs(&dir), vec![data.clone()]);
+        assert_eq!(
+            std::fs::read_link(dir.join("token")).unwrap(),
+            Path::new("..data/token")
+        );
+        assert_eq!(
+            std::fs::read_link(dir.join("sub")).unwrap(),
+            Path::new("..data/sub")
+        );
+        assert_eq!(std::fs::read_to_string(dir.join("token")).unwrap(), "tok-1");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("sub/dir/file")).unwrap(),
+            "deep"
+        );
+        let mode = |f: &str| std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode("token"), 0o600);
+        assert_eq!(mode("ca.crt"), 0o644);
+        assert_eq!(mode("sub/dir/file"), 0o640);
+        // the same payload again changes nothing
+        assert!(!write_atomic(&dir, &p).unwrap());
+        assert_eq!(ts_dirs(&dir), vec![data.clone()]);
+        // a new payload: swapped, the old directory and dropped names are gone
+        let p2 = payload(&[("token", "tok-2", 0o600), ("namespace", "ns", 0o644)]);
+        assert!(write_atomic(&dir, &p2).unwrap());
+        let data2 = std::fs::read_link(dir.join(DATA_DIR)).unwrap();
+        assert_ne!(data2.to_string_lossy(), data);
+        assert_eq!(ts_dirs(&dir), vec![data2.to_string_lossy().into_owned()]);
+        assert_eq!(std::fs::read_to_string(dir.join("token")).unwrap(), "tok-2");
+        assert!(std::fs::symlink_metadata(dir.join("ca.crt")).is_err());
+        assert!(std::fs::symlink_metadata(dir.join("sub")).is_err());
+        assert!(std::fs::symlink_metadata(dir.join(DATA_DIR_TMP)).is_err());
+        // a mode change alone is a change
+        let p3 = payload(&[("token", "tok-2", 0o400), ("namespace", "ns", 0o644)]);
+        assert!(write_atomic(&dir, &p3).unwrap());
+        assert_eq!(mode("token"), 0o400);
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_payload_whole() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("vol");
+        let p = payload(&[("token", "old", 0o644)]);
+        write_atomic(&dir, &p).unwrap();
+        let before = ts_dirs(&dir);
+        // "a" as a file and as a directory: the write fails half way
+        let bad = payload(&[
+            ("a", "x", 0o644),
+            ("a/b", "y", 0o644),
+            ("token", "new", 0o644),
+        ]);
+        assert!(write_atomic(&dir, &bad).is_err());
+        assert_eq!(ts_dirs(&dir), before);
+        assert_eq!(std::fs::read_to_string(dir.join("token")).unwrap(), "old");
+        assert!(std::fs::symlink_metadata(dir.join("a")).is_err());
+    }
+
+    #[test]
+    fn paths_that_escape_the_volume_are_refused_before_anything_is_written() {
+        for bad in [
+            "../x",
+            "/etc/passwd",
+            "a/../../x",
+            "..data",
+            "..x",
+            "",
+            ".",
+            "a/..",
+        ] {
+            assert!(validate_path(bad).is_err(), "{bad:?} accepted");
+            let t = tempfile::tempdir().unwrap();
+            let dir = t.path().join("vol");
+            let p = payload(&[("ok", "1", 0o644), (bad, "2", 0o644)]);
+            assert!(write_atomic(&dir, &p).is_err(), "{bad:?} written");
+            assert!(!dir.exists());
+        }
+        for good in ["token", "a/b/c", "a..b", ".hidden"] {
+            validate_path(good).unwrap();
+        }
+    }
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web", "namespace": "shop", "uid": "u-1",
+                "labels": {"app": "web", "tier": "front \"end\""},
+                "annotations": {"a": "1"}
+            },
+            "spec": {"containers": [{
+                "name": "c",
+                "resources": {"limits": {"cpu": "1500m", "memory": "64Mi"}}
+            }]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn downward_api_values_are_the_kubelets() {
+        let p = pod();
+        assert_eq!(downward_field(&p, "metadata.namespace").unwrap(), "shop");
+        assert_eq!(downward_field(&p, "metadata.name").unwrap(), "web");
+        assert_eq!(downward_field(&p, "metadata.uid").unwrap(), "u-1");
+        assert_eq!(
+            downward_field(&p, "metadata.labels").unwrap(),
+            "app=\"web\"\ntier=\"front \\\"end\\\"\""
+        );
+        assert_eq!(
+            downward_field(&p, "metadata.annotations").unwrap(),
+            "a=\"1\""
+        );
+        assert_eq!(downward_field(&p, "metadata.labels['app']").unwrap(), "web");
+        assert!(downward_field(&p, "spec.nodeName")
+            .unwrap_err()
+            .contains("not supported"));
+        let items: Vec<DownwardAPIVolumeFile> = serde_json::from_value(serde_json::json!([
+            {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}},
+            {"path": "cpu", "mode": 0o600, "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu", "divisor": "1m"}},
+            {"path": "cores", "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu"}},
+            {"path": "mem", "resourceFieldRef": {"containerName": "c", "resource": "limits.memory", "divisor": "1Mi"}}
+        ]))
+        .unwrap();
+        let out = downward_payload(&p, &items, 0o644).unwrap();
+        assert_eq!(out["namespace"], file("shop", 0o644));
+        assert_eq!(out["cpu"], file("1500", 0o600));
+        assert_eq!(out["cores"], file("2", 0o644));
+        assert_eq!(out["mem"], file("64", 0o644));
+    }
+
+    #[test]
+    fn tokens_are_refreshed_at_80_percent_of_their_life_or_after_a_day() {
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let exp = t0 + Duration::from_secs(3600);
+        assert!(!needs_refresh(t0, exp, t0));
+        assert!(!needs_refresh(t0, exp, t0 + Duration::from_secs(2879)));
+        assert!(needs_refresh(t0, exp, t0 + Duration::from_secs(2880)));
+        assert!(needs_refresh(t0, exp, exp + Duration::from_secs(1)));
+        let year = t0 + Duration::from_secs(365 * 86_400);
+        assert!(!needs_refresh(t0, year, t0 + Duration::from_secs(86_399)));
+        assert!(needs_refresh(t0, year, t0 + Duration::from_secs(86_400)));
+        // a clock that went backwards does not refresh
+        assert!(!needs_refresh(t0, exp, t0 - Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn debug_never_shows_file_data_and_standalone_sources_name_the_volume() {
+        let f = file("s3cr3t-value", 0o644);
+        assert!(!format!("{f:?}").contains("s3cr3t"));
+        let t = tempfile::tempdir().unwrap();
+        let proj = Projector::new(None, Redactor::new(), t.path().to_path_buf());
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+            "spec": {"containers": [{"name": "c"}], "volumes": [{
+                "name": "kube-api-access-abcde",
+                "projected": {"sources": [
+                    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}
+                ]}
+            }]}
+        }))
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let e = rt.block_on(proj.prepare(&p)).unwrap_err();
+        assert!(e.contains("pod ns/p"), "{e}");
+        assert!(e.contains("kube-api-access-abcde"), "{e}");
+        assert!(e.contains("serviceAccountToken"), "{e}");
+        assert!(e.contains("standalone"), "{e}");
+        // a downward API volume needs no cluster
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u2"},
+            "spec": {"containers": [{"name": "c"}], "volumes": [{
+                "name": "info",
+                "downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}
+            }]}
+        }))
+        .unwrap();
+        let paths = rt.block_on(proj.prepare(&p)).unwrap();
+        let dir = t.path().join("u2/volumes/kubernetes.io~downward-api/info");
+        assert_eq!(paths["info"], dir);
+        assert_eq!(std::fs::read_to_string(dir.join("ns")).unwrap(), "ns");
+        assert_eq!(
+            proj.lock().pods.len(),
+            1,
+            "only the prepared pod is refreshed"
+        );
+        proj.forget_pod("u2");
+        assert!(proj.lock().pods.is_empty());
+    }
+
+    /// A one-shot-per-connection HTTP API server: the token, a ConfigMap, a Secret; 404
+    /// for anything else. Counts TokenRequests.
+    async fn fake_api(
+        tokens: Arc<std::sync::atomic::AtomicUsize>,
+    ) -> (ApiClient, tempfile::NamedTempFile) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                let tokens = tokens.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let head_end = loop {
+                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    while buf.len() < head_end + len {
+                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                    let line = head.lines().next().unwrap_or_default().to_string();
+                    let (code, body) = if line.starts_with("POST")
+                        && line.contains("/serviceaccounts/default/token")
+                    {
+                        let n = tokens.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        (
+                            200,
+                            serde_json::json!({
+                                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                "metadata": {},
+                                "status": {"token": format!("eyJfake.tok3n-value-{n}"),
+                                           "expirationTimestamp": "2030-01-01T00:00:00Z"}
+                            }),
+                        )
+                    } else if line.contains("/configmaps/kube-root-ca.crt") {
+                        (
+                            200,
+                            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": "kube-root-ca.crt"},
+                                "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nCA\n"}}),
+                        )
+                    } else if line.contains("/secrets/db") {
+                        (
+                            200,
+                            serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                                "metadata": {"name": "db"},
+                                "data": {"password": "aHVudGVyMi1wYXNzd29yZA=="}}),
+                        )
+                    } else {
+                        (
+                            404,
+                            serde_json::json!({"apiVersion": "v1", "kind": "Status",
+                                "status": "Failure", "reason": "NotFound", "code": 404,
+                                "message": "not found"}),
+                        )
+                    };
+                    let body = body.to_string();
+                    let reply = format!(
+                        "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: \
+                         {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        let mut kubeconfig = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(
+            &mut kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: \
+                 http://127.0.0.1:{port}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: \
+                 c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let api = ApiClient::from_kubeconfig(kubeconfig.path(), Default::default())
+            .await
+            .unwrap();
+        (api, kubeconfig)
+    }
+
+    fn api_pod(uid: &str, extra_volume: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": uid},
+            "spec": {"containers": [{"name": "c"}], "volumes": [{
+                "name": "kube-api-access-abcde",
+                "projected": {"defaultMode": 0o644, "sources": [
+                    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+                ]}
+            }, extra_volume]}
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn tokens_and_secret_values_are_redacted_cached_and_forgotten_with_the_pod() {
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (api, _kubeconfig) = fake_api(count.clone()).await;
+        let t = tempfile::tempdir().unwrap();
+        let redactor = Redactor::new();
+        let proj = Projector::new(Some(api), redactor.clone(), t.path().to_path_buf());
+        let p = api_pod(
+            "u1",
+            serde_json::json!({"name": "creds", "secret": {"secretName": "db", "defaultMode": 0o400}}),
+        );
+        let paths = proj.prepare(&p).await.unwrap();
+        let vol = &paths["kube-api-access-abcde"];
+        assert_eq!(
+            vol,
+            &t.path()
+                .join("u1/volumes/kubernetes.io~projected/kube-api-access-abcde")
+        );
+        let token = std::fs::read_to_string(vol.join("token")).unwrap();
+        assert_eq!(token, "eyJfake.tok3n-value-0");
+        assert_eq!(
+            std::fs::read_to_string(vol.join("namespace")).unwrap(),
+            "ns"
+        );
+        assert!(std::fs::read_to_string(vol.join("ca.crt"))
+            .unwrap()
+            .starts_with("-----BEGIN CERTIFICATE-----"));
+        let creds = &paths["creds"];
+        assert!(creds.ends_with("u1/volumes/kubernetes.io~secret/creds"));
+        assert_eq!(
+            std::fs::read_to_string(creds.join("password")).unwrap(),
+            "hunter2-password"
+        );
+        let mode = std::fs::metadata(creds.join("password"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o400);
+        // both values are registered before anything could record them
+        let e = crate::ledger::Event::RuntimeActionFinished(
+            crate::ledger::event::RuntimeActionFinished {
+                uid: "u1".into(),
+                sync_id: 1,
+                action: crate::ledger::event::RuntimeAction::RemoveContainer {
+                    id: format!("{token} hunter2-password"),
+                },
+                outcome: crate::ledger::event::ActionOutcome::Ok {
+                    id: None,
+                    detail: None,
+                },
+                duration_ms: 0,
+            },
+        );
+        let shown = format!("{:?}", redactor.redact(e));
+        assert!(!shown.contains("tok3n-value"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        // the cached token is reused until it is due; the pod's removal forgets it
+        proj.prepare(&p).await.unwrap();
+        proj.refresh_all().await;
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+        proj.forget_pod("u1");
+        assert!(proj.lock().tokens.is_empty());
+        proj.prepare(&p).await.unwrap();
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(
+            std::fs::read_to_string(vol.join("token")).unwrap(),
+            "eyJfake.tok3n-value-1"
+        );
+        // a missing source names the pod, the volume, the source and the object, and no
+        // value
+        let p2 = api_pod(
+            "u2",
+            serde_json::json!({"name": "cfg", "configMap": {"name": "missing"}}),
+        );
+        let e = proj.prepare(&p2).await.unwrap_err();
+        assert!(e.contains("pod ns/p"), "{e}");
+        assert!(e.contains("\"cfg\""), "{e}");
+        assert!(e.contains("configMap \"missing\""), "{e}");
+        assert!(e.contains("not found"), "{e}");
+        assert!(!e.contains("tok3n"), "{e}");
+        // optional: an empty volume
+        let p3 = api_pod(
+            "u3",
+            serde_json::json!({"name": "cfg", "configMap": {"name": "missing", "optional": true}}),
+        );
+        proj.prepare(&p3).await.unwrap();
+    }
+}
