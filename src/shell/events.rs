@@ -1,5 +1,5 @@
 //! Kubernetes Events the core asked for: logged now, sent to the API server once the node
-//! joins a cluster (issue 4), and kept in a bounded ring for `/debug/events`.
+//! joins a cluster, and kept in a bounded ring for `/debug/events`.
 //!
 //! Owns the ring and the log line. Must not change an event's content.
 

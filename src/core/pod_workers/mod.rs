@@ -201,7 +201,7 @@ impl PodWorkers {
             let mut status = PodSyncStatus::new(now, full_name);
             // A terminal pod seen for the first time whose runtime state is terminal too
             // finished SyncTerminatingPod in a previous life (kubelet restart): only
-            // SyncTerminatedPod remains (issue 105523).
+            // SyncTerminatedPod remains (kubernetes/kubernetes#105523).
             if let Some(p) = &options.pod {
                 if pod::has_terminal_phase(p) {
                     if let Ok(cached) = cx.runtime.get(&uid) {

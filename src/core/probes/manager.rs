@@ -149,7 +149,7 @@ impl Node {
 
     /// `SyncTerminatingPod` step 2: `StopLivenessAndStartup` (no liveness kill while the pod
     /// terminates, PR-12/RT-43), and readiness forced to failure with no more runs, so the
-    /// pod is not Ready before its containers stop (issue 6).
+    /// pod is not Ready before its containers stop.
     pub(in crate::core) fn probes_pod_terminating(&mut self, uid: &Uid, out: &mut Vec<Command>) {
         for key in self.probe_keys_of(uid) {
             match key.probe {

@@ -102,7 +102,7 @@ pub enum ResultReason {
     NotRunning,
     /// The pod has a deletion timestamp: liveness and startup end with a success (PR-12).
     PodDeleting,
-    /// The pod is terminating: readiness is forced to failure (issue 6).
+    /// The pod is terminating: readiness is forced to failure.
     Terminating,
     /// The worker stopped or moved to a new instance: the result is forgotten.
     Stopped,

@@ -30,7 +30,7 @@ pub enum WorkerPhase {
     /// until a new container instance appears (PR-05, PR-06, PR-07).
     OnHold,
     /// The pod is terminating: readiness stays at failure and nothing is probed until the
-    /// worker is removed (issue 6; upstream keeps probing readiness, PR-22).
+    /// worker is removed (upstream keeps probing readiness, PR-22).
     Pinned,
 }
 

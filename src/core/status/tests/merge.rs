@@ -182,7 +182,7 @@ fn sm_24_a_terminal_phase_forces_readiness_false() {
         assert_eq!(c.reason.as_deref(), Some(POD_COMPLETED), "{t}");
     }
 
-    // already terminal in the API and Ready still True in the new status (issue 108594)
+    // already terminal in the API and Ready still True in the new status (kubernetes/kubernetes#108594)
     let mut old_failed = ready_running();
     old_failed.phase = Some("Failed".into());
     let mut new_failed = ready_running();
