@@ -34,10 +34,12 @@
 #                          the offline images of scripts/build-test-images.sh imported
 #                          (ledgerlet.test/busybox:1, and ledgerlet.test/pause:1 as the
 #                          sandbox image). Pods get a bridge network (bridge "ll<hash of
-#                          DIR>", host-local IPAM on the node's podCIDR) once the node has its
-#                          podCIDR. Two containerd clusters at once would both get
-#                          10.244.0.0/24: set LEDGERLET_CLUSTER_CIDR (e.g. 10.245.0.0/16) for
-#                          the second. ledgerlet runs with --stop-pods-on-exit always, so
+#                          DIR>", host-local IPAM on the node's podCIDR): containerd renders
+#                          DIR/containerd/cni/template.json (its conf_template) once ledgerlet
+#                          hands it the node's podCIDR with CRI UpdateRuntimeConfig. Two
+#                          containerd clusters at once would both get 10.244.0.0/24: set
+#                          LEDGERLET_CLUSTER_CIDR (e.g. 10.245.0.0/16) for the second.
+#                          ledgerlet runs with --stop-pods-on-exit always, so
 #                          `down` removes the pods' sandboxes through CRI.
 #   --no-node              the control plane only.
 #   --node-name NAME       the node's name (default ledgerlet-0).
@@ -69,6 +71,13 @@
 #   DIR/containerd/           config.toml, root, state, runc, containerd.sock, cni/, images/
 #   DIR/logs/<component>.log  etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 #                             ledgerlet, containerd
+#   DIR/logs/audit.log        kube-apiserver's audit log, one JSON audit.k8s.io/v1 Event a
+#                             line (ResponseComplete stage only): the create, update, patch
+#                             and delete requests of nodes (group system:nodes) on pods and
+#                             pods/status at level Request (with requestObject: the patch or
+#                             the DeleteOptions); nothing else. Rotated at 100 MB, 1 backup
+#                             (DIR/logs/audit-<time>.log).
+#   DIR/audit-policy.yaml     the audit policy of DIR/logs/audit.log
 #   DIR/pids/<component>.pid  one pid per running process (each its own session leader)
 #   DIR/components            the components `up` started, one a line
 #
@@ -343,9 +352,11 @@ state = "$c/state"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$c/cni/conf"
+    conf_template = "$c/cni/template.json"
     max_conf_num = 1
 EOF
   bridge_name >"$c/bridge"
+  write_cni_template
   start containerd containerd --config "$c/config.toml"
   wait_for containerd "serving on $c/containerd.sock" containerd_up
   local img
@@ -356,11 +367,11 @@ EOF
   echo "unix://$c/containerd.sock" >"$dir/runtime-endpoint"
 }
 
-# the pod network, once the node has its podCIDR: containerd reloads its CNI config
-write_cni_config() {
-  local c="$dir/containerd" cidr
-  cidr="$(node_pod_cidr)"
-  cat >"$c/cni/conf/10-ledgerlet.conflist.tmp" <<EOF
+# the pod network's template: containerd renders it into cni/conf/10-containerd-net.conflist
+# when the node hands it the podCIDR (CRI UpdateRuntimeConfig, as the kubelet does)
+write_cni_template() {
+  local c="$dir/containerd"
+  cat >"$c/cni/template.json" <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "ledgerlet-testbed",
@@ -374,16 +385,16 @@ write_cni_config() {
       "ipam": {
         "type": "host-local",
         "dataDir": "$c/cni/ipam",
-        "ranges": [[{"subnet": "$cidr"}]],
+        "ranges": [[{"subnet": "{{.PodCIDR}}"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     }
   ]
 }
 EOF
-  mv "$c/cni/conf/10-ledgerlet.conflist.tmp" "$c/cni/conf/10-ledgerlet.conflist"
-  say "containerd: pod network $cidr on bridge $(cat "$c/bridge")"
 }
+
+pod_network_written() { [ -s "$dir/containerd/cni/conf/10-containerd-net.conflist" ]; }
 
 # ---------------------------------------------------------------------------------------
 # up
@@ -467,6 +478,20 @@ do_up() {
     --peer-client-cert-auth --peer-trusted-ca-file "$p/ca.crt"
   wait_for etcd "healthy on https://127.0.0.1:$etcd_port" etcd_healthy
 
+  # the nodes' writes of pods and their statuses, as tests read them (DIR/logs/audit.log)
+  cat >"$dir/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Request
+  userGroups: [system:nodes]
+  verbs: [create, update, patch, delete]
+  resources:
+  - group: ""
+    resources: [pods, pods/status]
+- level: None
+EOF
   start kube-apiserver "$bin/kube-apiserver" \
     --bind-address 127.0.0.1 --advertise-address "$advertise_ip" --secure-port "$apiserver_port" \
     --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" \
@@ -489,7 +514,9 @@ do_up() {
     --requestheader-group-headers X-Remote-Group \
     --requestheader-extra-headers-prefix X-Remote-Extra- \
     --proxy-client-cert-file "$p/front-proxy-client.crt" \
-    --proxy-client-key-file "$p/front-proxy-client.key"
+    --proxy-client-key-file "$p/front-proxy-client.key" \
+    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log" \
+    --audit-log-format json --audit-log-maxsize 100 --audit-log-maxbackup 1
   wait_for kube-apiserver "ready (/readyz) on https://127.0.0.1:$apiserver_port" apiserver_ready
 
   start kube-controller-manager "$bin/kube-controller-manager" \
@@ -537,7 +564,7 @@ do_up() {
     wait_for ledgerlet "has registered Node $node_name" node_registered
     if [ "$runtime" = containerd ]; then
       wait_for kube-controller-manager "has given Node $node_name a podCIDR" node_has_pod_cidr
-      write_cni_config
+      wait_for containerd "has written the pod network for $(node_pod_cidr) (UpdateRuntimeConfig from the node)" pod_network_written
     fi
     wait_for ledgerlet "Node $node_name is Ready" node_ready
   fi

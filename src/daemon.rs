@@ -68,6 +68,9 @@ pub struct RunOptions {
     pub container_runtime_endpoint: Option<String>,
     /// Per-call CRI timeout (kubelet `--runtime-request-timeout`, 2 min).
     pub runtime_request_timeout_ms: u64,
+    /// The runtime is down (the node NotReady) after this long without a successful CRI
+    /// `Status` (the kubelet's `maxWaitForContainerRuntime`).
+    pub max_wait_for_container_runtime_ms: u64,
     /// HTTP address and port.
     pub address: IpAddr,
     /// HTTP port (`--read-only-port`, 10255; 0 picks a free port).
@@ -510,6 +513,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         tokio::spawn(runtime_health::run(
             cri.clone(),
             runtime_health::DEFAULT_PERIOD_MS,
+            opts.max_wait_for_container_runtime_ms,
             move || pleg_health.check(),
             report.clone(),
             shutdown_rx.clone(),
@@ -520,6 +524,13 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             c.api.client(),
             opts.node_name.clone(),
             report.clone(),
+            shutdown_rx.clone(),
+        ));
+        tokio::spawn(crate::shell::pod_cidr::run(
+            c.api.client(),
+            cri.clone(),
+            opts.node_name.clone(),
+            crate::shell::pod_cidr::DEFAULT_RETRY_PERIOD_MS,
             shutdown_rx.clone(),
         ));
     }

@@ -67,6 +67,10 @@ pub struct RunArgs {
     /// Timeout of each CRI call.
     #[arg(long, default_value_t = 120_000)]
     runtime_request_timeout_ms: u64,
+    /// The runtime is down (the node NotReady, "container runtime is down") after this long
+    /// without a successful CRI Status (the kubelet's maxWaitForContainerRuntime, 30 s).
+    #[arg(long, default_value_t = 30_000)]
+    max_wait_for_container_runtime_ms: u64,
     /// Agent state directory (default: /var/lib/ledgerlet as root, else ~/.local/state/ledgerlet).
     #[arg(long)]
     root_dir: Option<PathBuf>,
@@ -209,6 +213,16 @@ pub fn run(args: RunArgs) -> ExitCode {
         eprintln!("ledgerlet run: {e}");
         return ExitCode::from(2);
     }
+    let probe_ms = crate::shell::runtime_health::DEFAULT_PERIOD_MS;
+    if args.max_wait_for_container_runtime_ms <= probe_ms {
+        eprintln!(
+            "ledgerlet run: --max-wait-for-container-runtime-ms {} must be longer than the \
+             runtime status check period ({probe_ms} ms), or one slow check makes the node \
+             NotReady",
+            args.max_wait_for_container_runtime_ms
+        );
+        return ExitCode::from(2);
+    }
     let root_dir = args.root_dir.unwrap_or_else(default_root_dir);
     let is_root = unsafe { libc::geteuid() } == 0;
     let pod_logs_dir = args.pod_logs_dir.unwrap_or_else(|| {
@@ -241,6 +255,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         manifest_check_period_ms: args.manifest_check_period_ms,
         container_runtime_endpoint: args.container_runtime_endpoint,
         runtime_request_timeout_ms: args.runtime_request_timeout_ms,
+        max_wait_for_container_runtime_ms: args.max_wait_for_container_runtime_ms,
         address: args.address,
         read_only_port: args.read_only_port,
         core: CoreConfig {

@@ -394,6 +394,27 @@ impl CriClient {
         .await
     }
 
+    /// `UpdateRuntimeConfig` with the node's pod CIDRs (comma-separated), as the kubelet's
+    /// `UpdatePodCIDR` does.
+    pub async fn update_runtime_config(&self, pod_cidr: &str) -> Result<(), CriError> {
+        let mut c = self.runtime.clone();
+        let req = v1::UpdateRuntimeConfigRequest {
+            runtime_config: Some(v1::RuntimeConfig {
+                network_config: Some(v1::NetworkConfig {
+                    pod_cidr: pod_cidr.to_string(),
+                }),
+            }),
+        };
+        self.call(
+            "UpdateRuntimeConfig",
+            self.default_deadline(),
+            req,
+            |r| async move { c.update_runtime_config(r).await },
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// `RunPodSandbox`: returns the new sandbox id.
     pub async fn run_pod_sandbox(
         &self,

@@ -988,6 +988,32 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
             .map(Response::new)
     }
 
+    /// The embedded runtime runs every pod in the host's network namespace, so a pod CIDR
+    /// has nothing to configure: it is checked (a malformed one is `InvalidArgument`, naming
+    /// it) and acknowledged, as a runtime without a CNI template does.
+    async fn update_runtime_config(
+        &self,
+        request: Request<v1::UpdateRuntimeConfigRequest>,
+    ) -> Result<Response<v1::UpdateRuntimeConfigResponse>, Status> {
+        let cidr = request
+            .into_inner()
+            .runtime_config
+            .and_then(|c| c.network_config)
+            .map(|n| n.pod_cidr)
+            .unwrap_or_default();
+        for part in cidr.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if !is_cidr(part) {
+                return Err(Status::invalid_argument(format!(
+                    "UpdateRuntimeConfig: runtime_config.network_config.pod_cidr: {part:?} is not an IP prefix (e.g. 10.244.0.0/24)"
+                )));
+            }
+        }
+        if !cidr.is_empty() {
+            tracing::info!(pod_cidr = %cidr, "pod CIDR noted; embedded pods use the host network");
+        }
+        Ok(Response::new(v1::UpdateRuntimeConfigResponse {}))
+    }
+
     async fn status(
         &self,
         _request: Request<v1::StatusRequest>,
@@ -1118,6 +1144,21 @@ impl v1::image_service_server::ImageService for CriServer {
             }],
             container_filesystems: vec![],
         }))
+    }
+}
+
+/// `ADDRESS/PREFIX` with a prefix no longer than the address.
+fn is_cidr(s: &str) -> bool {
+    let Some((addr, prefix)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
+    match addr.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => prefix <= 32,
+        Ok(std::net::IpAddr::V6(_)) => prefix <= 128,
+        Err(_) => false,
     }
 }
 

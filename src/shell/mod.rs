@@ -11,6 +11,7 @@ pub mod executor;
 pub mod hooks;
 pub mod http_get;
 pub mod machine;
+pub mod pod_cidr;
 pub mod prober;
 pub mod projected;
 pub mod redact;

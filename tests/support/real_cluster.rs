@@ -47,20 +47,43 @@ impl RealCluster {
     }
 
     fn start() -> Option<RealCluster> {
-        let dir = std::env::temp_dir().join(format!("ledgerlet-cluster-{}", std::process::id()));
+        RealCluster::start_with("", &["--no-node"])
+    }
+
+    /// The test binary's cluster with containerd as the runtime and the agent of this test
+    /// build (`CARGO_BIN_EXE_ledgerlet`) as its node, named `node` (`scripts/cluster.sh up
+    /// DIR --runtime containerd`); torn down at process exit like [`RealCluster::shared`].
+    pub fn shared_containerd(node: &str) -> Option<&'static RealCluster> {
+        static CONTAINERD: OnceLock<Option<RealCluster>> = OnceLock::new();
+        CONTAINERD
+            .get_or_init(|| {
+                RealCluster::start_with(
+                    "-containerd",
+                    &["--runtime", "containerd", "--node-name", node],
+                )
+            })
+            .as_ref()
+    }
+
+    /// `scripts/cluster.sh up DIR ARGS…` in `$TMPDIR/ledgerlet-cluster-<pid><suffix>`.
+    fn start_with(suffix: &str, args: &[&str]) -> Option<RealCluster> {
+        let dir =
+            std::env::temp_dir().join(format!("ledgerlet-cluster-{}{suffix}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         watch_and_tear_down(&dir);
         let started = Instant::now();
         let out = Command::new(cluster_sh())
             .arg("up")
             .arg(&dir)
-            .arg("--no-node")
+            .args(args)
+            .env("LEDGERLET_BIN", env!("CARGO_BIN_EXE_ledgerlet"))
             .stdin(Stdio::null())
             .output()
             .expect("run scripts/cluster.sh");
         if !out.status.success() {
             let why = format!(
-                "scripts/cluster.sh up --no-node failed ({}):\n{}{}",
+                "scripts/cluster.sh up {} failed ({}):\n{}{}",
+                args.join(" "),
                 out.status,
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
@@ -124,6 +147,41 @@ impl RealCluster {
     /// The cluster admin's client.
     pub fn admin(&self) -> Kube {
         Kube::new(&self.admin_kubeconfig())
+    }
+
+    /// The kube-apiserver's audit log (`DIR/logs/audit.log`, see `scripts/cluster.sh`): the
+    /// nodes' create, update, patch and delete requests on pods and `pods/status`, each an
+    /// `audit.k8s.io/v1` Event at level Request (`verb`, `objectRef`, `user`,
+    /// `responseStatus`, `requestObject`: the patch or the DeleteOptions as sent,
+    /// `requestReceivedTimestamp`), in the order the requests completed (the apiserver
+    /// writes an entry once it has answered). A rotated file comes first; a last line still
+    /// being written is left out.
+    pub fn audit(&self) -> Vec<serde_json::Value> {
+        let logs = self.dir.join("logs");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&logs)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("audit-") && n.ends_with(".log"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // rotated files are named audit-<time>.log: their names sort by age
+        files.sort();
+        files.push(logs.join("audit.log"));
+        files
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .flat_map(|text| {
+                text.lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect::<Vec<serde_json::Value>>()
+            })
+            .collect()
     }
 
     /// `kubectl --kubeconfig admin.kubeconfig ARGS…` → (success, stdout + stderr).
@@ -240,5 +298,52 @@ impl Kube {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+}
+
+impl Kube {
+    /// Deletes pod `ns/name` with `grace_s` and watches it until it is gone; returns every
+    /// version seen after the deletion (the last one is the node's final status).
+    pub fn delete_and_watch(
+        &self,
+        ns: &str,
+        name: &str,
+        grace_s: u32,
+    ) -> Vec<k8s_openapi::api::core::v1::Pod> {
+        use futures::{StreamExt, TryStreamExt};
+        use kube::api::{DeleteParams, WatchEvent, WatchParams};
+        let pods = self.api::<k8s_openapi::api::core::v1::Pod>(ns);
+        let rv = self
+            .run(pods.get(name))
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
+        self.run(async {
+            let params = WatchParams::default()
+                .fields(&format!("metadata.name={name}"))
+                .timeout(120);
+            let mut stream = pods.watch(&params, &rv).await.unwrap().boxed();
+            pods.delete(name, &DeleteParams::default().grace_period(grace_s))
+                .await
+                .unwrap();
+            let mut seen = Vec::new();
+            while let Some(event) =
+                tokio::time::timeout(Duration::from_secs(120), stream.try_next())
+                    .await
+                    .expect("the pod was deleted within 120 s")
+                    .unwrap()
+            {
+                match event {
+                    WatchEvent::Modified(p) => seen.push(p),
+                    WatchEvent::Deleted(p) => {
+                        seen.push(p);
+                        return seen;
+                    }
+                    _ => {}
+                }
+            }
+            panic!("the watch ended before the pod was deleted: {seen:#?}");
+        })
     }
 }

@@ -32,9 +32,16 @@ fn unavailable(message: &str) -> CriError {
     }
 }
 
+fn all_ready() -> v1::StatusResponse {
+    status(vec![
+        cond("RuntimeReady", true, "", ""),
+        cond("NetworkReady", true, "", ""),
+    ])
+}
+
 #[test]
 fn conditions_become_upstream_error_texts() {
-    let mut t = HealthTracker::new();
+    let mut t = HealthTracker::new(30_000);
     let s = status(vec![
         cond("RuntimeReady", true, "", ""),
         cond(
@@ -44,19 +51,28 @@ fn conditions_become_upstream_error_texts() {
             "cni plugin not initialized",
         ),
     ]);
-    let h = t.observe(Ok(&s), Ok(())).expect("first probe is sent");
+    let h = t
+        .observe(0, Some(Ok(&s)), Ok(()))
+        .expect("first probe is sent");
     assert!(h.runtime_ready && h.pleg_healthy && !h.network_ready);
     assert_eq!(
         h.message,
         "container runtime network not ready: NetworkReady=false \
          reason:NetworkPluginNotReady message:cni plugin not initialized"
     );
-    assert!(t.observe(Ok(&s), Ok(())).is_none(), "unchanged");
+    assert!(
+        t.observe(5_000, Some(Ok(&s)), Ok(())).is_none(),
+        "unchanged"
+    );
 
     // no RuntimeReady at all, and the PLEG unhealthy: runtime errors first
     let s = status(vec![cond("NetworkReady", true, "", "")]);
     let h = t
-        .observe(Ok(&s), Err("pleg has yet to be successful".into()))
+        .observe(
+            10_000,
+            Some(Ok(&s)),
+            Err("pleg has yet to be successful".into()),
+        )
         .unwrap();
     assert_eq!(
         h.message,
@@ -64,32 +80,70 @@ fn conditions_become_upstream_error_texts() {
     );
     // the PLEG text alone changing is not a change
     assert!(t
-        .observe(Ok(&s), Err("pleg was last seen active 3m1s ago".into()))
+        .observe(
+            15_000,
+            Some(Ok(&s)),
+            Err("pleg was last seen active 3m1s ago".into())
+        )
         .is_none());
 }
 
 #[test]
-fn a_failed_status_call_is_runtime_down_once_per_streak() {
-    let mut t = HealthTracker::new();
+fn before_the_first_good_status_the_check_may_not_have_completed_yet() {
+    let mut t = HealthTracker::new(30_000);
     let h = t
-        .observe(Err(&unavailable("connection refused")), Ok(()))
+        .observe(0, Some(Err(&unavailable("connection refused"))), Ok(()))
         .unwrap();
     assert!(!h.runtime_ready && !h.network_ready && h.pleg_healthy);
     assert_eq!(
         h.message,
-        "[container runtime is down: CRI Status on unix:///run/cri.sock failed: Unavailable: \
-         connection refused, network state unknown]"
+        "[container runtime status check may not have completed yet, network state unknown]"
     );
-    assert!(t
-        .observe(Err(&unavailable("no such file")), Ok(()))
-        .is_none());
-    let ok = status(vec![
-        cond("RuntimeReady", true, "", ""),
-        cond("NetworkReady", true, "", ""),
-    ]);
-    let h = t.observe(Ok(&ok), Ok(())).unwrap();
+    let h = t.observe(5_000, Some(Ok(&all_ready())), Ok(())).unwrap();
     assert!(h.runtime_ready && h.network_ready && h.pleg_healthy);
     assert_eq!(h.message, "");
+}
+
+#[test]
+fn failed_status_calls_make_the_runtime_down_only_after_30_s_without_a_good_one() {
+    let mut t = HealthTracker::new(30_000);
+    assert!(t.observe(0, Some(Ok(&all_ready())), Ok(())).is_some());
+    let refused = unavailable("connection refused");
+    for now in [5_000, 10_000, 20_000, 29_999] {
+        assert!(
+            t.observe(now, Some(Err(&refused)), Ok(())).is_none(),
+            "still ready at {now} ms"
+        );
+    }
+    // a call still pending counts the same: time alone makes it down
+    let h = t.observe(30_000, None, Ok(())).expect("down at 30 s");
+    assert!(!h.runtime_ready && h.network_ready, "{h:?}");
+    assert_eq!(h.message, "container runtime is down");
+    assert!(t.observe(35_000, Some(Err(&refused)), Ok(())).is_none());
+    let h = t.observe(40_000, Some(Ok(&all_ready())), Ok(())).unwrap();
+    assert!(h.runtime_ready);
+    assert_eq!(h.message, "");
+}
+
+#[test]
+fn a_runtime_not_ready_for_30_s_is_also_down() {
+    let mut t = HealthTracker::new(30_000);
+    assert!(t.observe(0, Some(Ok(&all_ready())), Ok(())).is_some());
+    let not_ready = status(vec![
+        cond("RuntimeReady", false, "Starting", "booting"),
+        cond("NetworkReady", true, "", ""),
+    ]);
+    let h = t.observe(5_000, Some(Ok(&not_ready)), Ok(())).unwrap();
+    assert_eq!(
+        h.message,
+        "container runtime not ready: RuntimeReady=false reason:Starting message:booting"
+    );
+    let h = t.observe(30_000, Some(Ok(&not_ready)), Ok(())).unwrap();
+    assert_eq!(
+        h.message,
+        "[container runtime is down, container runtime not ready: RuntimeReady=false \
+         reason:Starting message:booting]"
+    );
 }
 
 async fn next(rx: &mut mpsc::Receiver<Input>, within: Duration) -> Option<RuntimeHealth> {
@@ -126,7 +180,7 @@ async fn probes_the_embedded_runtime_and_sends_only_changes() {
     };
     let (report, mut rx) = Report::channel(16);
     let (stop, shutdown) = watch::channel(false);
-    let task = tokio::spawn(run(cri, 20, pleg, report, shutdown));
+    let task = tokio::spawn(run(cri, 20, 200, pleg, report, shutdown));
 
     let first = next(&mut rx, Duration::from_secs(5)).await.expect("start");
     assert_eq!(
@@ -157,14 +211,11 @@ async fn probes_the_embedded_runtime_and_sends_only_changes() {
     assert!(h.pleg_healthy);
 
     rt.shutdown().await.unwrap();
-    let h = next(&mut rx, Duration::from_secs(10)).await.expect("down");
+    let h = next(&mut rx, Duration::from_secs(10))
+        .await
+        .expect("down after 200 ms");
     assert!(!h.runtime_ready, "{h:?}");
-    assert!(
-        h.message
-            .starts_with("container runtime is down: CRI Status on unix://"),
-        "{}",
-        h.message
-    );
+    assert_eq!(h.message, "container runtime is down");
     assert!(h.network_ready, "the last known network state stays");
 
     stop.send(true).unwrap();

@@ -1,0 +1,323 @@
+//! The agent as the node of a real control plane on containerd + runc, started as a user
+//! starts it: `scripts/cluster.sh up DIR --runtime containerd` (with this build's agent). The
+//! node hands its podCIDR to containerd (CRI `UpdateRuntimeConfig`), which renders its CNI
+//! template over it; pods get bridge IPs from that range, reachable from the host. The pod
+//! lifecycle tests of `tests/real_cluster.rs` run here on containerd too.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{ListParams, PostParams};
+use support::agent::http_get;
+use support::real_cluster::RealCluster;
+
+const NODE: &str = "ctr-node";
+const IMAGE: &str = "ledgerlet.test/busybox:1";
+
+fn cluster() -> Option<&'static RealCluster> {
+    RealCluster::shared_containerd(NODE)
+}
+
+fn node_http_port(c: &RealCluster) -> u16 {
+    c.env["NODE_HTTP"]
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("NODE_HTTP in cluster.env")
+}
+
+/// The node agent's ledger (NDJSON, from its `/debug/ledger`).
+fn ledger_text(c: &RealCluster) -> String {
+    let (status, body) = http_get(node_http_port(c), "/debug/ledger");
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn agent_log(c: &RealCluster) -> String {
+    std::fs::read_to_string(c.dir.join("logs/ledgerlet.log")).unwrap_or_default()
+}
+
+/// `ADDRESS/PREFIX` → does it hold `ip`?
+fn cidr_holds(cidr: &str, ip: Ipv4Addr) -> bool {
+    let (net, prefix) = cidr.split_once('/').expect("a CIDR");
+    let net: Ipv4Addr = net.parse().expect("an IPv4 CIDR");
+    let prefix: u32 = prefix.parse().unwrap();
+    let mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+    u32::from(net) & mask == u32::from(ip) & mask
+}
+
+/// `GET http://ip:port/` from the host → the body.
+fn get_from_host(ip: Ipv4Addr, port: u16) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&(ip, port).into(), Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET / HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+fn phase(p: &Pod) -> Option<&str> {
+    p.status.as_ref()?.phase.as_deref()
+}
+
+fn pod_ip(p: &Pod) -> Option<Ipv4Addr> {
+    p.status.as_ref()?.pod_ip.as_ref()?.parse().ok()
+}
+
+/// The directory of pod `uid`'s volume `volume` of plugin `plugin` under the node's root.
+fn volume_dir(root: &Path, uid: &str, plugin: &str, volume: &str) -> Option<PathBuf> {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).ok()?.flatten() {
+            let p = e.path();
+            if p.ends_with(Path::new(uid).join("volumes").join(plugin).join(volume)) {
+                return Some(p);
+            }
+            if e.file_type().ok()?.is_dir() && !e.file_type().ok()?.is_symlink() {
+                stack.push(p);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn the_node_hands_its_pod_cidr_to_containerd_and_pods_get_ips_from_it_that_answer_from_the_host() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let node = admin.run(admin.all::<Node>().get(NODE)).expect("the node");
+    let cidr = node.spec.unwrap().pod_cidr.expect("the node's podCIDR");
+    // the node gave containerd its podCIDR, and containerd rendered its CNI template over it
+    assert!(
+        agent_log(c).contains("pod CIDR handed to the container runtime"),
+        "no UpdateRuntimeConfig in the agent's log"
+    );
+    let net = std::fs::read_to_string(c.dir.join("containerd/cni/conf/10-containerd-net.conflist"))
+        .expect("containerd's rendered CNI config");
+    assert!(net.contains(&format!("\"subnet\": \"{cidr}\"")), "{net}");
+
+    // a Deployment, as a user makes it: the scheduler places its pods on the node
+    let script = "mkdir -p /www && echo hello-from-$(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www";
+    let (ok, out) = c.kubectl(&[
+        "create",
+        "deployment",
+        "web",
+        "--image",
+        IMAGE,
+        "--replicas",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert!(ok, "{out}");
+    let pods = admin.api::<Pod>("default");
+    let running = admin.wait_for("both web pods Running with an IP", 120, |k| {
+        let list = k
+            .run(pods.list(&ListParams::default().labels("app=web")))
+            .ok()?;
+        let ips: Vec<(String, Ipv4Addr)> = list
+            .items
+            .iter()
+            .filter(|p| phase(p) == Some("Running"))
+            .filter_map(|p| Some((p.metadata.name.clone()?, pod_ip(p)?)))
+            .collect();
+        (ips.len() == 2).then_some(ips)
+    });
+    let (ok, wide) = c.kubectl(&["get", "pods", "-l", "app=web", "-o", "wide"]);
+    assert!(ok, "{wide}");
+    for (name, ip) in &running {
+        assert!(cidr_holds(&cidr, *ip), "{name}'s IP {ip} is outside {cidr}");
+        let row = wide
+            .lines()
+            .find(|l| l.starts_with(name.as_str()))
+            .unwrap_or_else(|| panic!("{name} in\n{wide}"));
+        assert!(
+            row.split_whitespace().any(|f| f == ip.to_string()),
+            "kubectl get pods -o wide shows {ip} for {name}:\n{wide}"
+        );
+        assert!(row.contains(NODE), "{row}");
+        let body = admin.wait_for(&format!("{name} answering on {ip}:8080"), 60, |_| {
+            get_from_host(*ip, 8080).filter(|b| b.contains("hello-from-"))
+        });
+        assert!(body.contains(&format!("hello-from-{name}")), "{body}");
+    }
+    let (ok, out) = c.kubectl(&["delete", "deployment", "web", "--wait=false"]);
+    assert!(ok, "{out}");
+}
+
+/// A pod with the defaults ServiceAccount admission gives it (the projected
+/// `kube-api-access-*` volume) runs on containerd and reads its token, CA and namespace;
+/// the token reaches neither the ledger nor the agent's log.
+#[test]
+fn a_default_pod_on_containerd_reads_its_service_account_token_ca_and_namespace() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let pods = admin.api::<Pod>("default");
+    let script = format!(
+        "cat {SA_DIR}/namespace; echo; echo token-bytes=$(wc -c < {SA_DIR}/token); \
+         head -1 {SA_DIR}/ca.crt; sleep 3600"
+    );
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "proj", "namespace": "default"},
+        "spec": {
+            "nodeName": NODE,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": IMAGE, "command": ["sh", "-c", script]}]
+        }
+    }))
+    .unwrap();
+    let created = admin.wait_for("the pod to be admitted", 60, |_| {
+        admin.run(pods.create(&PostParams::default(), &pod)).ok()
+    });
+    let uid = created.metadata.uid.clone().unwrap();
+    let injected = created
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.name.starts_with("kube-api-access-"))
+        .expect("admission injected kube-api-access-*");
+    let log_file = c
+        .dir
+        .join("node/pod-logs")
+        .join(format!("default_proj_{uid}"))
+        .join("c/0.log");
+    let log = admin.wait_for("the container to read the projected files", 120, |_| {
+        let text = std::fs::read_to_string(&log_file).ok()?;
+        text.contains("BEGIN CERTIFICATE").then_some(text)
+    });
+    let lines: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.splitn(4, ' ').nth(3))
+        .collect();
+    assert_eq!(lines.first(), Some(&"default"), "{log}");
+    let bytes: usize = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("token-bytes="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no token size in {log}"));
+    assert!(bytes > 100, "token of {bytes} bytes: {log}");
+    assert!(lines.contains(&"-----BEGIN CERTIFICATE-----"), "{log}");
+
+    let vol = volume_dir(
+        &c.dir.join("node"),
+        &uid,
+        "kubernetes.io~projected",
+        &injected.name,
+    )
+    .expect("the projected volume on the node");
+    let token = std::fs::read_to_string(vol.join("token")).unwrap();
+    assert_eq!(token.len(), bytes, "the container read the node's token");
+    let signature = token.rsplit('.').next().unwrap().to_string();
+    assert!(signature.len() > 20);
+    assert!(
+        !ledger_text(c).contains(&signature),
+        "the token is in the ledger"
+    );
+    assert!(
+        !agent_log(c).contains(&signature),
+        "the token is in the agent's log"
+    );
+    let _ = admin.run(pods.delete("proj", &Default::default()));
+}
+
+fn bound_pod(name: &str, script: &str, grace_s: i64, restart: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": NODE,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": grace_s,
+            "restartPolicy": restart,
+            "containers": [{"name": "main", "image": IMAGE, "command": ["sh", "-c", script]}]
+        }
+    }))
+    .unwrap()
+}
+
+fn main_status(p: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
+    p.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
+/// On containerd: deleted pods end Failed/137 when they ignore SIGTERM and Succeeded/0 when
+/// they exit on it (the last version before the object goes); a crash loop counts its
+/// restarts with the last exit in lastState; a Never pod ends with its exit code.
+#[test]
+fn pods_on_containerd_end_with_their_exit_codes_and_a_crash_loop_counts_its_restarts() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    for p in [
+        bound_pod(
+            "stubborn",
+            "trap '' TERM; while true; do sleep 0.1; done",
+            2,
+            "Always",
+        ),
+        bound_pod(
+            "polite",
+            "trap 'exit 0' TERM; while true; do sleep 0.1; done",
+            2,
+            "Always",
+        ),
+        bound_pod("crasher", "sleep 0.5; exit 3", 1, "Always"),
+        bound_pod("once", "exit 7", 1, "Never"),
+    ] {
+        admin.run(pods.create(&PostParams::default(), &p)).unwrap();
+    }
+    for name in ["stubborn", "polite"] {
+        admin.wait_for(&format!("{name} running"), 120, |k| {
+            let p = k.run(pods.get(name)).ok()?;
+            main_status(&p)?.state.as_ref()?.running.as_ref()?;
+            Some(())
+        });
+    }
+    for (name, want_phase, want_exit) in [("stubborn", "Failed", 137), ("polite", "Succeeded", 0)] {
+        let seen = admin.delete_and_watch("default", name, 2);
+        let last = seen.last().unwrap();
+        assert_eq!(phase(last), Some(want_phase), "{name}: {seen:#?}");
+        let code = main_status(last)
+            .and_then(|s| s.state.as_ref()?.terminated.as_ref())
+            .map(|t| t.exit_code);
+        assert_eq!(code, Some(want_exit), "{name}");
+    }
+    let crasher = admin.wait_for("the crash loop's restarts", 120, |k| {
+        let p = k.run(pods.get("crasher")).ok()?;
+        let s = main_status(&p)?;
+        (s.restart_count >= 2).then_some(s.clone())
+    });
+    let last = crasher
+        .last_state
+        .unwrap()
+        .terminated
+        .expect("lastState.terminated");
+    assert_eq!(last.exit_code, 3);
+    assert!(crasher
+        .container_id
+        .unwrap_or_default()
+        .starts_with("containerd://"));
+    let once = admin.wait_for("the Never pod Failed", 120, |k| {
+        let p = k.run(pods.get("once")).ok()?;
+        (phase(&p) == Some("Failed")).then_some(p)
+    });
+    let t = main_status(&once)
+        .unwrap()
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!(t.exit_code, 7);
+    for name in ["crasher", "once"] {
+        let _ = admin.run(pods.delete(name, &Default::default()));
+    }
+}
