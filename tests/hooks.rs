@@ -1,13 +1,9 @@
 //! Issue 6 acceptance, lifecycle hooks: preStop before SIGTERM within the grace period, a
 //! sleeping preStop cut short when the grace period is shortened (a second, shorter DELETE
-//! through the test API server), and a failing postStart that kills and restarts the
+//! through a real kube-apiserver), and a failing postStart that kills and restarts the
 //! container. Real processes on the embedded runtime; order and times from the ledger and
 //! from what the processes wrote.
 
-#[path = "support/api_fixture.rs"]
-mod api_fixture;
-#[path = "support/apiserver.rs"]
-mod apiserver;
 mod support;
 
 use std::time::Duration;
@@ -16,10 +12,12 @@ use k8s_openapi::api::core::v1::{
     Container, Lifecycle, LifecycleHandler, Pod, PodSpec, PodStatus, SleepAction,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, PostParams};
 use ledgerlet::core::runtime_status::{ContainerState, ContainerStatus};
 use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction, SyncOutcome};
 use ledgerlet::ledger::{Event, Record, Time};
 use support::agent::{processes_with, Agent};
+use support::real_cluster::RealCluster;
 
 /// The `RuntimeActionFinished` records of a pod: (seq, at, action, outcome).
 fn actions(records: &[Record], uid: &str) -> Vec<(u64, Time, RuntimeAction, ActionOutcome)> {
@@ -221,46 +219,54 @@ spec:
 
 #[test]
 fn shortening_the_grace_period_cuts_a_sleeping_pre_stop_short() {
-    let (_rt, api, kubeconfig) = api_fixture::start();
-    let agent = Agent::start(&["--kubeconfig", kubeconfig.path().to_str().unwrap()]);
+    let Some(c) = RealCluster::shared() else {
+        return;
+    };
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    let agent = c.agent("hooks-node", &[]);
     let marker = format!("ledgerlet-cut-{}", std::process::id());
-    let created = api
-        .create_pod(Pod {
-            metadata: ObjectMeta {
-                name: Some("sleepy".into()),
-                namespace: Some("default".into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec {
-                node_name: Some("test-node".into()),
-                termination_grace_period_seconds: Some(60),
-                containers: vec![Container {
-                    name: "main".into(),
-                    image: Some("busybox".into()),
-                    command: Some(vec![
-                        "sh".into(),
-                        "-c".into(),
-                        format!("trap 'exit 0' TERM; while true; do sleep 0.1; done # {marker}"),
-                    ]),
-                    lifecycle: Some(Lifecycle {
-                        pre_stop: Some(LifecycleHandler {
-                            sleep: Some(SleepAction { seconds: 40 }),
-                            ..LifecycleHandler::default()
-                        }),
-                        ..Lifecycle::default()
+    let pod = Pod {
+        metadata: ObjectMeta {
+            name: Some("sleepy".into()),
+            namespace: Some("default".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("hooks-node".into()),
+            automount_service_account_token: Some(false),
+            termination_grace_period_seconds: Some(60),
+            containers: vec![Container {
+                name: "main".into(),
+                image: Some("busybox".into()),
+                command: Some(vec![
+                    "sh".into(),
+                    "-c".into(),
+                    format!("trap 'exit 0' TERM; while true; do sleep 0.1; done # {marker}"),
+                ]),
+                lifecycle: Some(Lifecycle {
+                    pre_stop: Some(LifecycleHandler {
+                        sleep: Some(SleepAction { seconds: 40 }),
+                        ..LifecycleHandler::default()
                     }),
-                    ..Container::default()
-                }],
-                ..PodSpec::default()
-            }),
-            status: Some(PodStatus::default()),
-        })
+                    ..Lifecycle::default()
+                }),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus::default()),
+    };
+    let created = admin
+        .run(pods.create(&PostParams::default(), &pod))
         .unwrap();
     let uid = created.metadata.uid.unwrap();
     agent.wait_for("sleepy running", 60, |_| {
         (!processes_with(&marker).is_empty()).then_some(())
     });
-    api.delete_pod_as_user("default", "sleepy", None).unwrap();
+    admin
+        .run(pods.delete("sleepy", &DeleteParams::default()))
+        .unwrap();
     // the first kill is under way: its preStop sleeps (up to 40 s of a 60 s grace)
     agent.wait_for("the first kill started", 30, |a| {
         a.ledger()
@@ -270,7 +276,8 @@ fn shortening_the_grace_period_cuts_a_sleeping_pre_stop_short() {
     });
     std::thread::sleep(Duration::from_secs(2));
     assert!(!processes_with(&marker).is_empty(), "still in its preStop");
-    api.delete_pod_as_user("default", "sleepy", Some(3))
+    admin
+        .run(pods.delete("sleepy", &DeleteParams::default().grace_period(3)))
         .unwrap();
     agent.wait_for("sleepy stopped", 60, |_| {
         processes_with(&marker).is_empty().then_some(())

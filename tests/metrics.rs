@@ -1,13 +1,9 @@
-//! Issue 5 acceptance, metrics: the real `ledgerlet run` binary, joined to the test API
-//! server and running the example pods, serves `/metrics` that Debian's `promtool check
+//! Issue 5 acceptance, metrics: the real `ledgerlet run` binary, joined to a real control plane
+//! and running the example pods, serves `/metrics` that Debian's `promtool check
 //! metrics` accepts, with the kubelet's names, types, labels and buckets; a real Prometheus
 //! scrapes it and every PromQL expression of every panel of `dashboards/*.json` returns at
 //! least one series.
 
-#[path = "support/api_fixture.rs"]
-mod api_fixture;
-#[path = "support/apiserver.rs"]
-mod apiserver;
 mod support;
 
 #[path = "support/peers.rs"]
@@ -17,12 +13,11 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use apiserver::TestApiServer;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PostParams;
 use support::agent::{http_get, Agent};
-
-const NODE: &str = "test-node";
+use support::real_cluster::{Kube, RealCluster};
 
 /// A container whose command does not exist: StartContainer fails (the error paths of the
 /// runtime and start metrics are real, not pre-registered).
@@ -38,31 +33,33 @@ spec:
       command: ["/nonexistent/ledgerlet-test-binary"]
 "#;
 
-/// The agent on a cluster, with the example pods (static) and an API pod.
+/// The agent as a node of the real control plane (`tests/support/real_cluster.rs`), with
+/// the example pods (static) and an API pod.
 struct Node {
-    _rt: tokio::runtime::Runtime,
-    api: TestApiServer,
-    _kubeconfig: tempfile::NamedTempFile,
+    admin: Kube,
     agent: Agent,
 }
 
 impl Node {
-    fn start() -> Node {
-        let (rt, api, kubeconfig) = api_fixture::start();
+    /// `None` when there is no control plane (outside CI only).
+    fn start(name: &str) -> Option<Node> {
+        let c = RealCluster::shared()?;
+        let admin = c.admin();
         // tracing to a closed port: the export metrics exist, nothing is received
         let closed = peers::free_port();
-        let agent = Agent::start(&[
-            "--kubeconfig",
-            kubeconfig.path().to_str().unwrap(),
-            "--status-sync-period-ms",
-            "1000",
-            "--evented-relist-period-ms",
-            "1000",
-            "--tracing-endpoint",
-            &format!("127.0.0.1:{closed}"),
-            "--tracing-export-timeout-ms",
-            "1000",
-        ]);
+        let agent = c.agent(
+            name,
+            &[
+                "--status-sync-period-ms",
+                "1000",
+                "--evented-relist-period-ms",
+                "1000",
+                "--tracing-endpoint",
+                &format!("127.0.0.1:{closed}"),
+                "--tracing-export-timeout-ms",
+                "1000",
+            ],
+        );
         let dir = format!("{}/examples/pods", env!("CARGO_MANIFEST_DIR"));
         for f in std::fs::read_dir(&dir).unwrap() {
             let f = f.unwrap().path();
@@ -70,14 +67,16 @@ impl Node {
             agent.write_manifest(&name, &std::fs::read_to_string(&f).unwrap());
         }
         agent.write_manifest("broken.yaml", BROKEN);
-        api.create_pod(Pod {
+        let api_pod = format!("api-pod-{name}");
+        let pod = Pod {
             metadata: ObjectMeta {
-                name: Some("api-pod".into()),
+                name: Some(api_pod.clone()),
                 namespace: Some("default".into()),
                 ..ObjectMeta::default()
             },
             spec: Some(PodSpec {
-                node_name: Some(NODE.into()),
+                node_name: Some(name.into()),
+                automount_service_account_token: Some(false),
                 termination_grace_period_seconds: Some(2),
                 containers: vec![Container {
                     name: "main".into(),
@@ -88,8 +87,14 @@ impl Node {
                 ..PodSpec::default()
             }),
             ..Pod::default()
-        })
-        .unwrap();
+        };
+        admin
+            .run(
+                admin
+                    .api::<Pod>("default")
+                    .create(&PostParams::default(), &pod),
+            )
+            .unwrap();
         // the pods' lives so far: the job done, the api pod running and its status written
         agent.wait_for("job Succeeded, api-pod Running in the API", 60, |a| {
             let job = a
@@ -97,19 +102,16 @@ impl Node {
                 .and_then(|p| p.status)
                 .and_then(|s| s.phase)
                 .unwrap_or_default();
-            let api_phase = api
-                .pod("default", "api-pod")
+            let api_phase = admin
+                .run(admin.api::<Pod>("default").get_opt(&api_pod))
+                .ok()
+                .flatten()
                 .and_then(|p| p.status)
                 .and_then(|s| s.phase)
                 .unwrap_or_default();
             (job == "Succeeded" && api_phase == "Running").then_some(())
         });
-        Node {
-            _rt: rt,
-            api,
-            _kubeconfig: kubeconfig,
-            agent,
-        }
+        Some(Node { admin, agent })
     }
 }
 
@@ -123,7 +125,9 @@ fn metrics_01_promtool_check_metrics_accepts_the_agents_metrics_with_the_kubelet
     let Some(promtool) = peers::promtool() else {
         return;
     };
-    let node = Node::start();
+    let Some(node) = Node::start("metrics-promtool") else {
+        return;
+    };
     let text = node
         .agent
         .wait_for("status syncs and pod start metrics", 60, |a| {
@@ -207,7 +211,7 @@ fn metrics_01_promtool_check_metrics_accepts_the_agents_metrics_with_the_kubelet
     }
     // labels and buckets
     for sample in [
-        "kubelet_node_name{node=\"test-node\"} 1",
+        "kubelet_node_name{node=\"metrics-promtool\"} 1",
         "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"create\",le=\"10\"}",
         "kubelet_pod_start_sli_duration_seconds_bucket{le=\"0.5\"}",
         "kubelet_pod_start_sli_duration_seconds_bucket{le=\"3600\"}",
@@ -236,7 +240,7 @@ fn metrics_01_promtool_check_metrics_accepts_the_agents_metrics_with_the_kubelet
     );
     // the mirror pods of the five static pods
     assert!(text.contains("kubelet_mirror_pods 5"), "five mirror pods");
-    drop(node.api);
+    drop(node.admin);
 }
 
 // ----- Prometheus -----------------------------------------------------------------------
@@ -394,7 +398,9 @@ fn metrics_02_prometheus_scrapes_the_agent_and_every_dashboard_expression_return
     let Some(bin) = peers::prometheus() else {
         return;
     };
-    let node = Node::start();
+    let Some(node) = Node::start("metrics-prometheus") else {
+        return;
+    };
     let prom = Prometheus::start(&bin, node.agent.port);
     prom.wait_scrapes(5);
     let instance = format!("127.0.0.1:{}", node.agent.port);
@@ -454,5 +460,5 @@ fn metrics_02_prometheus_scrapes_the_agent_and_every_dashboard_expression_return
             }
         }
     }
-    drop(node.api);
+    drop(node.admin);
 }

@@ -1,13 +1,10 @@
-//! Issue 8 acceptance: a secret never reaches the ledger in clear. A pod bound to the node
+//! A secret never reaches the ledger in clear. A pod bound to the node (of a real control
+//! plane: the Node authorizer lets the node read the Secret only for that pod)
 //! takes an env var from a Secret through `secretKeyRef`; one container proves it received
 //! the value, another leaks it the way real workloads do (a `$(VAR)` in its command that the
 //! runtime's start error repeats). The value must appear in none of `/debug/ledger`, an
 //! export, the ledger stream or the durable segments, while `[redacted]` shows where it was.
 
-#[path = "support/api_fixture.rs"]
-mod api_fixture;
-#[path = "support/apiserver.rs"]
-mod apiserver;
 mod support;
 
 use std::collections::BTreeMap;
@@ -19,9 +16,11 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
-use support::agent::{cli, Agent};
+use kube::api::PostParams;
+use support::agent::cli;
+use support::real_cluster::RealCluster;
 
-const NODE: &str = "test-node";
+const NODE: &str = "secrets-node";
 const SECRET: &str = "s3cr3t-Value-42";
 
 fn read_all(path: &Path) -> String {
@@ -43,8 +42,11 @@ fn read_all_segments(dir: &Path) -> String {
 
 #[test]
 fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_segments() {
-    let (rt, api, kubeconfig) = api_fixture::start();
-    api.create_secret(Secret {
+    let Some(c) = RealCluster::shared() else {
+        return;
+    };
+    let admin = c.admin();
+    let secret = Secret {
         metadata: ObjectMeta {
             name: Some("db".into()),
             namespace: Some("default".into()),
@@ -55,20 +57,18 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
             ByteString(SECRET.as_bytes().to_vec()),
         )])),
         ..Secret::default()
-    })
-    .unwrap();
+    };
+    // the node may read it only once a pod bound to it refers to it (Node authorizer)
+    admin
+        .run(
+            admin
+                .api::<Secret>("default")
+                .create(&PostParams::default(), &secret),
+        )
+        .unwrap();
     let root = tempfile::tempdir().unwrap();
     let ledger_dir = root.path().join("ledger");
-    let agent = Agent::start_in(
-        root,
-        &[
-            "--kubeconfig",
-            kubeconfig.path().to_str().unwrap(),
-            "--ledger-dir",
-            ledger_dir.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let agent = c.agent_in(root, NODE, &["--ledger-dir", ledger_dir.to_str().unwrap()]);
     let proof = agent.root.path().join("proof.txt");
     let token = EnvVar {
         name: "TOKEN".into(),
@@ -82,7 +82,7 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
         }),
         ..EnvVar::default()
     };
-    api.create_pod(Pod {
+    let pod = Pod {
         metadata: ObjectMeta {
             name: Some("app".into()),
             namespace: Some("default".into()),
@@ -90,6 +90,7 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
         },
         spec: Some(PodSpec {
             node_name: Some(NODE.into()),
+            automount_service_account_token: Some(false),
             termination_grace_period_seconds: Some(1),
             containers: vec![
                 Container {
@@ -114,8 +115,11 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
             ..PodSpec::default()
         }),
         status: Some(PodStatus::default()),
-    })
-    .unwrap();
+    };
+    let pods = admin.api::<Pod>("default");
+    admin
+        .run(pods.create(&PostParams::default(), &pod))
+        .unwrap();
     // the value reached the container …
     agent.wait_for("the container to receive the secret", 60, |_| {
         std::fs::read_to_string(&proof)
@@ -174,7 +178,7 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
     );
 
     // the API status carries no clear value either (it is generated from the ledger)
-    let status = serde_json::to_string(&api.pod("default", "app").unwrap().status).unwrap();
+    let status = serde_json::to_string(&admin.run(pods.get("app")).unwrap().status).unwrap();
     assert!(!status.contains(SECRET), "{status}");
-    drop(rt);
+    let _ = admin.run(pods.delete("app", &Default::default()));
 }

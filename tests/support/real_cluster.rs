@@ -139,6 +139,15 @@ impl RealCluster {
         Agent::start(&args)
     }
 
+    /// [`RealCluster::agent`] in an existing test directory (see [`Agent::start_in`]).
+    pub fn agent_in(&self, root: tempfile::TempDir, name: &str, extra: &[&str]) -> Agent {
+        let kubeconfig = self.node_kubeconfig(name);
+        let kubeconfig = kubeconfig.to_str().unwrap().to_string();
+        let mut args = vec!["--kubeconfig", kubeconfig.as_str(), "--node-name", name];
+        args.extend_from_slice(extra);
+        Agent::start_in(root, &args, &[])
+    }
+
     /// A kube client with the credentials of `kubeconfig`, on a runtime of its own.
     pub fn client(&self, kubeconfig: &Path) -> Kube {
         Kube::new(kubeconfig)
