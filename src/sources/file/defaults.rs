@@ -16,13 +16,13 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
 
-use super::md5::{hex, Md5};
 use crate::core::config::PodSource;
 use crate::core::pod::{
     CONFIG_HASH_ANNOTATION, CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
     DEFAULT_TERMINATION_GRACE_PERIOD_S,
 };
 use crate::ledger::Time;
+use md5::{Digest, Md5};
 
 /// `corev1.DefaultTerminationMessagePath`.
 pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
@@ -31,13 +31,18 @@ pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// module documentation. `pod` must be as decoded (not yet defaulted).
 pub fn generated_uid(pod: &Pod, path: &Path, document: usize, node_name: &str) -> String {
     let mut h = Md5::new();
-    h.update_field(node_name.as_bytes());
-    h.update_field(path.as_os_str().as_encoded_bytes());
-    h.update_field(document.to_string().as_bytes());
+    // each field preceded by its length, so that consecutive fields cannot run together
+    let mut field = |data: &[u8]| {
+        h.update((data.len() as u64).to_le_bytes());
+        h.update(data);
+    };
+    field(node_name.as_bytes());
+    field(path.as_os_str().as_encoded_bytes());
+    field(document.to_string().as_bytes());
     // Serialising a k8s-openapi object is deterministic: fields in declaration order, maps
     // are BTreeMaps. It cannot fail (no non-string map keys, no non-finite floats).
-    h.update_field(&serde_json::to_vec(pod).unwrap_or_default());
-    hex(&h.finish())
+    field(&serde_json::to_vec(pod).unwrap_or_default());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Applies the static pod defaults to `pod`, decoded from `document` of `path`.

@@ -11,8 +11,8 @@
 //!
 //! Layout: `listing` (what is in the path) → `manifest` (`decode` → `defaults` →
 //! `validate`) → `source` (state and diff) → `driver` (the async loop). `complexity`
-//! bounds the work a file can cost before `decode` reads it; `md5` is the digest behind
-//! UIDs; `error` the error vocabulary.
+//! bounds the work a file can cost before `decode` reads it; `error` the error vocabulary.
+//! UIDs and change detection use MD5 (the `md-5` crate).
 
 mod complexity;
 mod decode;
@@ -21,7 +21,6 @@ mod driver;
 mod error;
 mod listing;
 mod manifest;
-mod md5;
 mod source;
 mod validate;
 

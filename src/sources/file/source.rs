@@ -30,9 +30,9 @@ use k8s_openapi::api::core::v1::Pod;
 use super::error::{ManifestError, Problem};
 use super::listing::{self, Listing, ReadError};
 use super::manifest::{parse_manifest, Manifest};
-use super::md5;
 use crate::core::pod::{self as podinfo, CONFIG_SEEN_ANNOTATION};
 use crate::ledger::Time;
+use md5::{Digest, Md5};
 
 /// Bounds on what the source reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,7 +236,7 @@ impl FileSource {
                     error: ManifestError::file(&path, problem),
                 },
                 Ok(bytes) => {
-                    let digest = md5::digest(&bytes);
+                    let digest: [u8; 16] = Md5::digest(&bytes).into();
                     let before = self.files.get(&path);
                     // A UID conflict depends on the other files: look again every time.
                     let conflicted = before.is_some_and(|t| {
