@@ -10,6 +10,7 @@ pub mod core;
 pub mod cri;
 pub mod daemon;
 pub mod engine;
+pub mod error_chain;
 pub mod ledger;
 pub mod observe;
 pub mod postmortem;

@@ -22,7 +22,9 @@ pub enum LogFormat {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum StopPods {
-    /// Stop pods on exit when the runtime is embedded (its processes cannot outlive the agent).
+    /// Stop pods on exit when the runtime is embedded: it keeps no state across restarts, so
+    /// on SIGTERM or SIGINT the agent stops them. (After a SIGKILL their processes keep
+    /// running untracked; stop them by hand.)
     Auto,
     /// Always stop every pod on SIGTERM (graceful node shutdown).
     Always,

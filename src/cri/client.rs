@@ -5,7 +5,6 @@
 //! status. Must not: retry, cache, or interpret results (the agent decides what
 //! a `NotFound` from `StopContainer` means, not this client).
 
-use std::error::Error as StdError;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -166,20 +165,6 @@ pub(crate) fn parse_unix_endpoint(endpoint: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(path))
 }
 
-fn error_chain(err: &(dyn StdError + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        let s = e.to_string();
-        if !out.contains(&s) {
-            out.push_str(": ");
-            out.push_str(&s);
-        }
-        cur = e.source();
-    }
-    out
-}
-
 /// A client for one CRI runtime (RuntimeService + ImageService) on a unix
 /// socket. Cheap to clone; clones share one HTTP/2 connection.
 #[derive(Clone, Debug)]
@@ -237,7 +222,7 @@ impl CriClient {
             Ok(Err(e)) => {
                 return Err(CriError::Connect {
                     endpoint: shown,
-                    reason: error_chain(&e),
+                    reason: crate::error_chain::error_chain(&e),
                 })
             }
             Err(_) => {

@@ -73,7 +73,8 @@ pub async fn run(
                 }
                 Some(Err(e)) => {
                     if !watch_failing {
-                        tracing::warn!(node = %node_name, "cannot watch the node for its pod CIDR; retrying: {e}");
+                        let error = crate::error_chain::error_chain(&e);
+                        tracing::warn!(node = %node_name, "cannot watch the node for its pod CIDR; retrying with backoff: {error}");
                     }
                     watch_failing = true;
                     continue;

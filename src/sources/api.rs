@@ -15,7 +15,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use tokio::sync::watch as signal;
 
 use crate::core::config::PodSource;
@@ -126,7 +126,10 @@ pub async fn run(
 ) {
     let api: Api<Pod> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
-    let mut stream = watcher(api, config).boxed();
+    // client-go's reflector backoff: 800 ms doubling to 30 s, with jitter
+    let mut stream = watcher(api, config).default_backoff().boxed();
+    let mut failing: u64 = 0;
+    let mut last_error = String::new();
     let mut known: BTreeMap<Uid, Arc<Pod>> = BTreeMap::new();
     let mut relist: Option<BTreeMap<Uid, Arc<Pod>>> = None;
     let mut ready = false;
@@ -139,6 +142,11 @@ pub async fn run(
             item = stream.next() => item,
         };
         let Some(item) = item else { return };
+        if item.is_ok() && failing > 0 {
+            tracing::info!(node = %node_name, failed_attempts = failing, "pod watch working again");
+            failing = 0;
+            last_error.clear();
+        }
         let now = Time::from_system();
         let events: Vec<Event> = match item {
             Ok(watcher::Event::Init) => {
@@ -214,8 +222,15 @@ pub async fn run(
             }
             Err(e) => {
                 metrics::counter!("ledgerlet_api_watch_errors_total").increment(1);
-                tracing::warn!(error = %e, "pod watch failed; retrying with backoff");
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                let error = crate::error_chain::error_chain(&e);
+                // a warning for each new kind of failure, not for each retry
+                if error != last_error {
+                    tracing::warn!(node = %node_name, %error, attempt = failing + 1, "pod watch failed; retrying with backoff (800 ms doubling to 30 s)");
+                    last_error = error;
+                } else {
+                    tracing::debug!(node = %node_name, %error, attempt = failing + 1, "pod watch failed again");
+                }
+                failing += 1;
                 vec![]
             }
         };

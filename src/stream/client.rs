@@ -109,27 +109,16 @@ pub async fn connect(target: &Target) -> Result<LedgerClient<Channel>, ClientErr
                 .connect_timeout(Duration::from_secs(5))
                 .connect_with_connector(connector)
                 .await
-                .map_err(|e| fail(error_chain(&e)))?
+                .map_err(|e| fail(crate::error_chain::error_chain(&e)))?
         }
         Target::Tcp(url) => Endpoint::from_shared(url.clone())
             .map_err(|e| fail(e.to_string()))?
             .connect_timeout(Duration::from_secs(5))
             .connect()
             .await
-            .map_err(|e| fail(error_chain(&e)))?,
+            .map_err(|e| fail(crate::error_chain::error_chain(&e)))?,
     };
     Ok(LedgerClient::new(channel).max_decoding_message_size(256 * 1024 * 1024))
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(x) = src {
-        s.push_str(": ");
-        s.push_str(&x.to_string());
-        src = x.source();
-    }
-    s
 }
 
 /// Streams `Export(since)` into `out` (gzip when it ends in `.gz`).

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod containerd;
 pub mod core_harness;
+pub mod fault_proxy;
 pub mod real_cluster;
 pub mod runtime_process;
 pub mod scenarios;

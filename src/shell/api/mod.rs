@@ -49,7 +49,7 @@ impl From<kube::Error> for ApiError {
             },
             other => ApiError {
                 code: None,
-                message: other.to_string(),
+                message: crate::error_chain::error_chain(&other),
             },
         }
     }

@@ -40,8 +40,15 @@ pub async fn sync_pod_status(api: &ApiClient, cmd: &SyncPodStatusCommand) -> Sta
             span.record("ledgerlet.status.patch_bytes", 0u64);
             span.record("ledgerlet.status.deleted", *deleted);
         }
-        StatusSyncOutcome::Failed { .. } => {
+        StatusSyncOutcome::Failed { code, message } => {
             span.record("otel.status_code", "error");
+            // as the kubelet's "Failed to update status for pod": every failed attempt
+            tracing::warn!(
+                pod = %format!("{}/{}", cmd.namespace, cmd.name),
+                pod_uid = %cmd.uid,
+                code = ?code,
+                "pod status not written to the API server; retried at the next status pass: {message}"
+            );
         }
         _ => {}
     }
