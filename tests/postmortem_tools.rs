@@ -3,10 +3,6 @@
 //! (restarts with their exits and back-offs) and on a cluster ledger the failed status
 //! writes; `diff` shows what changed in a pod between two records.
 
-#[path = "support/api_fixture.rs"]
-mod api_fixture;
-#[path = "support/apiserver.rs"]
-mod apiserver;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -180,27 +176,39 @@ fn explain_a_crash_loop_names_the_exits_and_back_offs_and_verify_passes_then_fai
 
 #[test]
 fn explain_names_the_failed_status_writes_that_made_a_status_late() {
-    use apiserver::{FaultConfig, TestApiServer};
     use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::api::PostParams;
     use std::time::Duration;
+    use support::fault_proxy::FaultProxy;
+    use support::real_cluster::RealCluster;
 
-    let (rt, api, kubeconfig) = api_fixture::start();
+    let Some(c) = RealCluster::shared() else {
+        return;
+    };
+    const NODE: &str = "postmortem-node";
+    // the agent reaches the real apiserver through a proxy that can answer 500
+    let (proxy, kubeconfig) = FaultProxy::for_node(c, NODE);
     let agent = Agent::start(&[
         "--kubeconfig",
-        kubeconfig.path().to_str().unwrap(),
+        kubeconfig.to_str().unwrap(),
+        "--node-name",
+        NODE,
         "--status-sync-period-ms",
         "300",
     ]);
     let gate = agent.root.path().join("gate");
-    api.create_pod(Pod {
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    let pod = Pod {
         metadata: ObjectMeta {
             name: Some("job".into()),
             namespace: Some("default".into()),
             ..ObjectMeta::default()
         },
         spec: Some(PodSpec {
-            node_name: Some("test-node".into()),
+            node_name: Some(NODE.into()),
+            automount_service_account_token: Some(false),
             restart_policy: Some("Never".into()),
             containers: vec![Container {
                 name: "main".into(),
@@ -215,37 +223,36 @@ fn explain_names_the_failed_status_writes_that_made_a_status_late() {
             ..PodSpec::default()
         }),
         status: Some(PodStatus::default()),
-    })
-    .unwrap();
-    let phase = |api: &TestApiServer| {
-        api.pod("default", "job")
+    };
+    admin
+        .run(pods.create(&PostParams::default(), &pod))
+        .unwrap();
+    let phase = || {
+        admin
+            .run(pods.get_opt("job"))
+            .ok()
+            .flatten()
             .and_then(|p| p.status)
             .and_then(|s| s.phase)
             .unwrap_or_default()
     };
     agent.wait_for("job Running in the API", 60, |_| {
-        (phase(&api) == "Running").then_some(())
+        (phase() == "Running").then_some(())
     });
-    // every status PATCH of the pod fails with 500 until three have
-    api.set_fault(FaultConfig {
-        error_rate_per_million: 1_000_000,
-        error_status: 500,
-        only_methods: vec!["PATCH".into()],
-        only_paths: vec!["/api/v1/namespaces/default/pods/job/status".into()],
-        ..FaultConfig::default()
-    });
+    // every request answered 500 until three status syncs have failed
+    proxy.status_500(true);
     std::fs::write(&gate, b"").unwrap();
-    agent.wait_for("three failed status PATCHes", 60, |_| {
-        let n = api
-            .requests()
+    agent.wait_for("three failed status syncs", 60, |a| {
+        let n = a
+            .ledger()
             .iter()
-            .filter(|r| r.method == "PATCH" && r.injected_fault)
+            .filter(|r| matches!(&r.event, Event::StatusSyncFinished(s) if matches!(s.outcome, ledgerlet::ledger::event::StatusSyncOutcome::Failed { code: Some(500), .. })))
             .count();
         (n >= 3).then_some(())
     });
-    api.clear_fault();
+    proxy.clear();
     agent.wait_for("job Succeeded in the API", 60, |_| {
-        (phase(&api) == "Succeeded").then_some(())
+        (phase() == "Succeeded").then_some(())
     });
     std::thread::sleep(Duration::from_millis(100));
     let file = export(&agent, "status.ndjson.gz");
@@ -271,5 +278,5 @@ fn explain_names_the_failed_status_writes_that_made_a_status_late() {
         );
     }
     drop(agent);
-    drop(rt);
+    drop(proxy);
 }
