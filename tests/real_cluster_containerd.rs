@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, PostParams};
 use support::agent::http_get;
-use support::real_cluster::RealCluster;
+use support::real_cluster::{read_sa_probe, sa_probe_script, RealCluster};
 
 const NODE: &str = "ctr-node";
 const IMAGE: &str = "ledgerlet.test/busybox:1";
@@ -159,12 +159,8 @@ fn the_node_hands_its_pod_cidr_to_containerd_and_pods_get_ips_from_it_that_answe
 fn a_default_pod_on_containerd_reads_its_service_account_token_ca_and_namespace() {
     let Some(c) = cluster() else { return };
     let admin = c.admin();
-    const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
     let pods = admin.api::<Pod>("default");
-    let script = format!(
-        "cat {SA_DIR}/namespace; echo; echo token-bytes=$(wc -c < {SA_DIR}/token); \
-         head -1 {SA_DIR}/ca.crt; sleep 3600"
-    );
+    let script = sa_probe_script();
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "proj", "namespace": "default"},
         "spec": {
@@ -191,22 +187,7 @@ fn a_default_pod_on_containerd_reads_its_service_account_token_ca_and_namespace(
         .join("node/pod-logs")
         .join(format!("default_proj_{uid}"))
         .join("c/0.log");
-    let log = admin.wait_for("the container to read the projected files", 120, |_| {
-        let text = std::fs::read_to_string(&log_file).ok()?;
-        text.contains("BEGIN CERTIFICATE").then_some(text)
-    });
-    let lines: Vec<&str> = log
-        .lines()
-        .filter_map(|l| l.splitn(4, ' ').nth(3))
-        .collect();
-    assert_eq!(lines.first(), Some(&"default"), "{log}");
-    let bytes: usize = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("token-bytes="))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no token size in {log}"));
-    assert!(bytes > 100, "token of {bytes} bytes: {log}");
-    assert!(lines.contains(&"-----BEGIN CERTIFICATE-----"), "{log}");
+    let bytes = read_sa_probe(&admin, &log_file);
 
     let vol = volume_dir(
         &c.dir.join("node"),

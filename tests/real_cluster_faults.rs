@@ -14,7 +14,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ContainerState, Node, Pod};
+use k8s_openapi::api::core::v1::{ContainerState, Pod};
 use kube::api::PostParams;
 use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction, StatusSyncOutcome};
 use ledgerlet::ledger::Event;
@@ -39,23 +39,6 @@ fn agent_via_proxy(c: &RealCluster, name: &str) -> (FaultProxy, Agent) {
         name,
     ]);
     (proxy, agent)
-}
-
-fn ready(n: &Node) -> Option<String> {
-    n.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| c.status.clone())
-}
-
-fn wait_node_ready(admin: &Kube, name: &str) {
-    admin.wait_for(&format!("node {name} Ready"), 90, |k| {
-        let n = k.run(k.all::<Node>().get_opt(name)).ok()??;
-        (ready(&n).as_deref() == Some("True")).then_some(())
-    });
 }
 
 /// A pod bound to `node` by `nodeName`, one container running `script`.
@@ -200,7 +183,7 @@ fn exits_during_a_fault(
     let c = cluster()?;
     let (proxy, agent) = agent_via_proxy(c, node);
     let admin = c.admin();
-    wait_node_ready(&admin, node);
+    admin.wait_node_ready(node);
     let names: Vec<String> = (0..3).map(|i| format!("{prefix}-{i}")).collect();
     let specs: Vec<Pod> = names
         .iter()
@@ -395,7 +378,7 @@ fn a_cut_watch_relists_without_starting_any_container_twice() {
     let node = "faults-cut-watch";
     let (proxy, agent) = agent_via_proxy(c, node);
     let admin = c.admin();
-    wait_node_ready(&admin, node);
+    admin.wait_node_ready(node);
     let uids = create(
         &admin,
         &[pod(
@@ -468,7 +451,7 @@ fn a_slow_api_still_gets_every_status() {
     let node = "faults-slow";
     let (proxy, agent) = agent_via_proxy(c, node);
     let admin = c.admin();
-    wait_node_ready(&admin, node);
+    admin.wait_node_ready(node);
     let before = proxy.stats();
     // every chunk, both ways, 500 ms late: a TLS handshake and a GET + PATCH take seconds
     proxy.delay(Duration::from_millis(500));

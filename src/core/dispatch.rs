@@ -163,10 +163,14 @@ impl Node {
         }
     }
 
-    /// `HandlePodReconcile` for one pod: the API status changed; the pod manager takes it.
-    pub(super) fn handle_pod_reconcile(&mut self, p: &Arc<Pod>) {
+    /// `HandlePodReconcile` for one pod: the API status changed; the pod manager takes it,
+    /// and a pod whose readiness gates changed its Ready condition is synced at once (GS-17).
+    pub(super) fn handle_pod_reconcile(&mut self, p: &Arc<Pod>, now: Time, out: &mut Vec<Command>) {
         let uid = self.canonical_uid(&pod::uid(p));
-        self.pod_manager.upsert(uid, p.clone());
+        self.pod_manager.upsert(uid.clone(), p.clone());
+        if crate::core::pod_status::conditions::need_to_reconcile_pod_readiness(p) {
+            self.handle_pod_sync(&uid, now, out);
+        }
     }
 
     /// `HandlePodSyncs` for the pod with `uid`, if it is desired.

@@ -168,7 +168,7 @@ impl Node {
                 self.source_seen(c.source);
             }
             Event::PodReconcile(c) => {
-                self.handle_pod_reconcile(&c.pod);
+                self.handle_pod_reconcile(&c.pod, now, out);
                 self.source_seen(c.source);
             }
             Event::UpdatePod(u) => {

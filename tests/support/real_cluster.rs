@@ -356,3 +356,61 @@ impl Kube {
         })
     }
 }
+
+/// The status of node `n`'s Ready condition.
+pub fn node_ready(n: &k8s_openapi::api::core::v1::Node) -> Option<String> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
+}
+
+impl Kube {
+    /// Waits (90 s at most) for node `name` to be Ready; returns it.
+    pub fn wait_node_ready(&self, name: &str) -> k8s_openapi::api::core::v1::Node {
+        self.wait_for(&format!("node {name} Ready"), 90, |k| {
+            let n = k
+                .run(k.all::<k8s_openapi::api::core::v1::Node>().get_opt(name))
+                .ok()??;
+            (node_ready(&n).as_deref() == Some("True")).then_some(n)
+        })
+    }
+}
+
+/// The directory every pod's service-account files are mounted at.
+pub const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// A container script that prints what a pod reads from its service-account volume: the
+/// namespace, the token's size and the CA's first line; then sleeps.
+pub fn sa_probe_script() -> String {
+    format!(
+        "cat {SA_DIR}/namespace; echo; echo token-bytes=$(wc -c < {SA_DIR}/token); \
+         head -1 {SA_DIR}/ca.crt; sleep 3600"
+    )
+}
+
+/// Waits for the [`sa_probe_script`] container's CRI log at `log_file` and checks it read
+/// namespace `default` and a CA certificate; returns the size of the token it read.
+pub fn read_sa_probe(admin: &Kube, log_file: &Path) -> usize {
+    let log = admin.wait_for("the container to read the projected files", 120, |_| {
+        let text = std::fs::read_to_string(log_file).ok()?;
+        text.contains("BEGIN CERTIFICATE").then_some(text)
+    });
+    // CRI log lines: <time> <stream> <tag> <content>
+    let lines: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.splitn(4, ' ').nth(3))
+        .collect();
+    assert_eq!(lines.first(), Some(&"default"), "{log}");
+    assert!(lines.contains(&"-----BEGIN CERTIFICATE-----"), "{log}");
+    let bytes: usize = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("token-bytes="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no token size in {log}"));
+    assert!(bytes > 100, "token of {bytes} bytes: {log}");
+    bytes
+}

@@ -218,6 +218,29 @@ pub fn ready_condition_from(
     }
 }
 
+/// `NeedToReconcilePodReadiness` (GS-17): the pod has readiness gates and the Ready
+/// condition in its API status differs (status or message) from the one its API status
+/// generates, e.g. a controller has just set a gate's condition True.
+pub fn need_to_reconcile_pod_readiness(pod: &Pod) -> bool {
+    if spec::readiness_gates(pod).next().is_none() {
+        return false;
+    }
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    let conditions = status.conditions.as_deref().unwrap_or_default();
+    let Some(current) = conditions.iter().find(|c| c.type_ == READY) else {
+        return false;
+    };
+    let generated = ready_condition(
+        pod,
+        conditions,
+        status.container_statuses.as_deref(),
+        status.phase.as_deref().unwrap_or_default(),
+    );
+    current.status != generated.status || current.message != generated.message
+}
+
 /// `GeneratePodInitializedCondition` (GS-15). A regular init container counts when Ready, a
 /// sidecar when Started.
 pub fn initialized_condition(

@@ -415,3 +415,46 @@ fn sm_21_kubelet_owned_condition_types() {
     assert!(!is_kubelet_owned(DISRUPTION_TARGET));
     assert!(!is_kubelet_owned("example.com/feature"));
 }
+
+#[test]
+fn gs_17_a_gate_turning_true_needs_a_readiness_reconcile_until_ready_says_so() {
+    let mut p = simple_pod(&["A"]);
+    p.spec.as_mut().unwrap().readiness_gates = Some(vec![PodReadinessGate {
+        condition_type: "lb/ready".into(),
+    }]);
+    let ready_container = S {
+        name: "A".into(),
+        ready: true,
+        ..S::default()
+    };
+    let not_ready = PodCondition {
+        message: Some(
+            "the status of pod readiness gate \"lb/ready\" is not \"True\", but False".into(),
+        ),
+        reason: Some(READINESS_GATES_NOT_READY.into()),
+        ..cond(READY, "False")
+    };
+    let status = |gate: &str, ready: PodCondition| PodStatus {
+        phase: Some("Running".into()),
+        conditions: Some(vec![cond("lb/ready", gate), ready]),
+        container_statuses: Some(vec![ready_container.clone()]),
+        ..PodStatus::default()
+    };
+    // the gate is still False and Ready says so: nothing to reconcile
+    let p1 = with_api_status(p.clone(), status("False", not_ready.clone()));
+    assert!(!need_to_reconcile_pod_readiness(&p1));
+    // a controller set the gate True; Ready still False: sync now
+    let p2 = with_api_status(p.clone(), status("True", not_ready));
+    assert!(need_to_reconcile_pod_readiness(&p2));
+    // once the node wrote Ready True, nothing more
+    let p3 = with_api_status(p.clone(), status("True", cond(READY, "True")));
+    assert!(!need_to_reconcile_pod_readiness(&p3));
+    // no gates, or no Ready condition yet: never
+    let p4 = with_api_status(simple_pod(&["A"]), status("True", cond(READY, "False")));
+    assert!(!need_to_reconcile_pod_readiness(&p4));
+    let mut no_ready = status("True", cond("Other", "True"));
+    no_ready.conditions.as_mut().unwrap().pop();
+    assert!(!need_to_reconcile_pod_readiness(&with_api_status(
+        p, no_ready
+    )));
+}
