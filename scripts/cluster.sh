@@ -75,7 +75,8 @@
 #                             line (ResponseComplete stage only): the create, update, patch
 #                             and delete requests of nodes (group system:nodes) on pods and
 #                             pods/status at level Request (with requestObject: the patch or
-#                             the DeleteOptions); nothing else. Rotated at 100 MB, 1 backup
+#                             the DeleteOptions), their GETs of pods at level Metadata;
+#                             nothing else. Rotated at 100 MB, 1 backup
 #                             (DIR/logs/audit-<time>.log).
 #   DIR/audit-policy.yaml     the audit policy of DIR/logs/audit.log
 #   DIR/pids/<component>.pid  one pid per running process (each its own session leader)
@@ -490,6 +491,12 @@ rules:
   resources:
   - group: ""
     resources: [pods, pods/status]
+- level: Metadata
+  userGroups: [system:nodes]
+  verbs: [get]
+  resources:
+  - group: ""
+    resources: [pods]
 - level: None
 EOF
   start kube-apiserver "$bin/kube-apiserver" \

@@ -42,8 +42,9 @@ pub async fn sync_pod_status(api: &ApiClient, cmd: &SyncPodStatusCommand) -> Sta
         }
         StatusSyncOutcome::Failed { code, message } => {
             span.record("otel.status_code", "error");
-            // as the kubelet's "Failed to update status for pod": every failed attempt
-            tracing::warn!(
+            // as the kubelet's "Failed to get/update status for pod": every failed attempt,
+            // at info (a pod deleted meanwhile fails its GET too; the next pass retries)
+            tracing::info!(
                 pod = %format!("{}/{}", cmd.namespace, cmd.name),
                 pod_uid = %cmd.uid,
                 code = ?code,
