@@ -1,5 +1,5 @@
-//! Shared test support. The test API server (`apiserver.rs`) is large, so only the tests
-//! that need it include it: `#[path = "support/apiserver.rs"] mod apiserver;`.
+//! Shared test support: the agent harness, a real control plane and a fault proxy in front
+//! of it, containerd, the embedded runtime as a process, and scenario fixtures.
 #![allow(dead_code)]
 
 pub mod agent;
