@@ -273,7 +273,7 @@ pub struct FoldTracer {
     buffer: Vec<FoldSpan>,
     /// `(index in buffer, note)`, by index.
     notes: Vec<(usize, Note)>,
-    /// Converts ticks to wall time when the buffer is handed on.
+    /// Converts ticks to wall time (on the conversion thread).
     watch: Stopwatch,
     /// Stopwatch ticks when the oldest buffered span was finished.
     buffered_since: Option<u64>,
@@ -454,47 +454,58 @@ impl FoldTracer {
         }
     }
 
-    /// Hands every buffered span to the batch processor as `SpanData`, their ticks made
-    /// wall times against one reading of both clocks.
+    /// Hands every buffered span on, to be made into `SpanData` on the conversion thread
+    /// (`observe::otel`): the engine's thread only swaps its buffers.
     #[inline(never)]
     fn flush(&mut self) {
         self.buffered_since = None;
         if self.buffer.is_empty() {
             return;
         }
-        let (now_ticks, now) = (self.watch.ticks(), SystemTime::now());
-        let watch = &self.watch;
-        let wall = |t: u64| match t.checked_sub(now_ticks) {
-            Some(_) => now + Duration::from_nanos(watch.nanos(now_ticks, t)),
-            None => now - Duration::from_nanos(watch.nanos(t, now_ticks)),
-        };
-        let mut notes = self.notes.iter().peekable();
-        let mut mine = Vec::new();
-        let spans: Vec<SpanData> = self
-            .buffer
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                mine.clear();
-                while let Some((_, n)) = notes.next_if(|(j, _)| *j == i) {
-                    mine.push(n);
-                }
-                let span_id = mine
-                    .iter()
-                    .find_map(|n| match n {
-                        Note::PodRoot { span_id, .. } => Some(*span_id),
-                        Note::Transition { .. } => None,
-                    })
-                    .unwrap_or_else(|| self.span_ids.of(s.seq));
-                let start = wall(s.start_ticks);
-                let end = start + Duration::from_nanos(watch.ticks_to_nanos(s.duration_ticks));
-                span_data(s, span_id, (start, end), &mine)
-            })
-            .collect();
-        self.buffer.clear();
-        self.notes.clear();
-        self.spans.push(spans.into_iter());
+        let spans = std::mem::replace(&mut self.buffer, Vec::with_capacity(SPAN_BUFFER));
+        let notes = std::mem::take(&mut self.notes);
+        let (ids, watch) = (self.span_ids, self.watch.clone());
+        let n = spans.len();
+        self.spans
+            .push_later(n, Box::new(move || span_datas(&spans, &notes, ids, &watch)));
     }
+}
+
+/// Buffered fold spans as the SDK exports them, their ticks made wall times against one
+/// reading of both clocks.
+fn span_datas(
+    spans: &[FoldSpan],
+    notes: &[(usize, Note)],
+    ids: SeqSpanIds,
+    watch: &Stopwatch,
+) -> Vec<SpanData> {
+    let (now_ticks, now) = (watch.ticks(), SystemTime::now());
+    let wall = |t: u64| match t.checked_sub(now_ticks) {
+        Some(_) => now + Duration::from_nanos(watch.nanos(now_ticks, t)),
+        None => now - Duration::from_nanos(watch.nanos(t, now_ticks)),
+    };
+    let mut notes = notes.iter().peekable();
+    let mut mine = Vec::new();
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            mine.clear();
+            while let Some((_, n)) = notes.next_if(|(j, _)| *j == i) {
+                mine.push(n);
+            }
+            let span_id = mine
+                .iter()
+                .find_map(|n| match n {
+                    Note::PodRoot { span_id, .. } => Some(*span_id),
+                    Note::Transition { .. } => None,
+                })
+                .unwrap_or_else(|| ids.of(s.seq));
+            let start = wall(s.start_ticks);
+            let end = start + Duration::from_nanos(watch.ticks_to_nanos(s.duration_ticks));
+            span_data(s, span_id, (start, end), &mine)
+        })
+        .collect()
 }
 
 /// The record the engine is on: its turn ends when the next record's fold starts or the

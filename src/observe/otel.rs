@@ -14,6 +14,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -356,36 +357,87 @@ impl SpanQueue {
             Err(_) => 0,
         };
         if fit < n {
-            metrics::counter!(SPANS_DROPPED_TOTAL).increment((n - fit) as u64);
-            metrics::gauge!(QUEUE_SPANS).set(self.len() as f64);
+            self.dropped(n - fit);
         }
         fit
     }
 
-    /// An export call of `n` spans returned.
-    fn exported(&self, n: usize, ok: bool) {
+    /// Takes `n` spans in if they all fit, else counts them as dropped.
+    fn admit_all(&self, n: usize) -> bool {
+        let ok = self
+            .pending
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |p| {
+                (p + n <= self.capacity).then_some(p + n)
+            })
+            .is_ok();
+        if !ok {
+            self.dropped(n);
+        }
+        ok
+    }
+
+    fn dropped(&self, n: usize) {
+        metrics::counter!(SPANS_DROPPED_TOTAL).increment(n as u64);
+        metrics::gauge!(QUEUE_SPANS).set(self.len() as f64);
+    }
+
+    /// `n` admitted spans left: an export call of them returned (`Some(ok)`), or they were
+    /// dropped (`None`).
+    fn exported(&self, n: usize, ok: Option<bool>) {
         let left = self
             .pending
             .fetch_sub(n, Ordering::AcqRel)
             .saturating_sub(n);
         metrics::gauge!(QUEUE_SPANS).set(left as f64);
-        if ok {
-            metrics::counter!(SPANS_EXPORTED_TOTAL).increment(n as u64);
-        } else {
-            metrics::counter!(EXPORT_ERRORS_TOTAL).increment(1);
+        match ok {
+            Some(true) => metrics::counter!(SPANS_EXPORTED_TOTAL).increment(n as u64),
+            Some(false) => metrics::counter!(EXPORT_ERRORS_TOTAL).increment(1),
+            None => {}
         }
     }
 }
 
+/// Spans made later, on the conversion thread.
+pub type Later = Box<dyn FnOnce() -> Vec<SpanData> + Send>;
+
+enum Work {
+    Convert(Later),
+    /// Everything sent before is with the batch processor: answer.
+    Drained(SyncSender<()>),
+}
+
 /// The batch processor behind the bound: what the tracer provider and the fold tracers
 /// hand finished spans to.
-#[derive(Debug)]
 pub struct Spans {
     queue: Arc<SpanQueue>,
-    batch: BatchSpanProcessor,
+    batch: Arc<BatchSpanProcessor>,
+    /// To the conversion thread.
+    later: SyncSender<Work>,
+}
+
+impl std::fmt::Debug for Spans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spans").field("queue", &self.queue).finish()
+    }
 }
 
 impl Spans {
+    fn new(queue: Arc<SpanQueue>, batch: BatchSpanProcessor) -> Result<Spans, TracingError> {
+        let batch = Arc::new(batch);
+        let b = batch.clone();
+        // fold spans come a buffer (up to 128) at a time
+        let (later, work) = std::sync::mpsc::sync_channel(queue.capacity / 64 + 2);
+        std::thread::Builder::new()
+            .name("otlp-spans".into())
+            .spawn(move || convert(&work, &b))
+            .map_err(|e| TracingError::Start(format!("cannot start the span thread: {e}")))?;
+        Ok(Spans {
+            queue,
+            batch,
+            later,
+        })
+    }
+
     /// Hands sampled spans to the batch processor, as many as the bound takes.
     pub fn push(&self, spans: impl ExactSizeIterator<Item = SpanData>) {
         let fit = self.queue.admit(spans.len());
@@ -394,9 +446,44 @@ impl Spans {
         }
     }
 
+    /// Hands `n` sampled spans that `make` makes to the batch processor, made on the
+    /// conversion thread (so the engine's thread spends nothing on `SpanData`); all or none,
+    /// as the bound and the conversion thread's queue take them. Never blocks.
+    pub fn push_later(&self, n: usize, make: Later) {
+        if self.queue.admit_all(n) && self.later.try_send(Work::Convert(make)).is_err() {
+            self.queue.exported(n, None);
+            self.queue.dropped(n);
+        }
+    }
+
+    /// Waits (at most `timeout`) until every span pushed so far is with the batch processor.
+    fn drain(&self, timeout: Duration) -> bool {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.later.send(Work::Drained(tx)).is_ok() && rx.recv_timeout(timeout).is_ok()
+    }
+
     /// The bound and its counts.
     pub fn queue(&self) -> &SpanQueue {
         &self.queue
+    }
+}
+
+/// The conversion thread: makes the spans it is handed and passes them on. It runs at a
+/// lower priority than the engine: when every core is busy, making spans yields to folding.
+fn convert(work: &Receiver<Work>, batch: &BatchSpanProcessor) {
+    // SAFETY: setpriority with PRIO_PROCESS and 0 changes only the calling thread's nice
+    // value (Linux threads have their own).
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+    }
+    for w in work {
+        match w {
+            Work::Convert(make) => make().into_iter().for_each(|s| batch.on_end(s)),
+            Work::Drained(tx) => {
+                let _ = tx.send(());
+            }
+        }
     }
 }
 
@@ -447,7 +534,7 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
             future: Box::pin(call),
         }
         .await;
-        self.queue.exported(n, result.is_ok());
+        self.queue.exported(n, Some(result.is_ok()));
         result
     }
 
@@ -571,7 +658,7 @@ impl Tracing {
                     .build(),
             )
             .build();
-        let spans = Arc::new(Spans { queue, batch });
+        let spans = Arc::new(Spans::new(queue, batch)?);
         let sampler = RootSampler::new(cfg.sampling_rate_per_million);
         let provider = SdkTracerProvider::builder()
             .with_span_processor(Shared(spans.clone()))
@@ -609,12 +696,13 @@ impl Tracing {
 
     /// Exports what is queued; false if that failed or timed out.
     pub fn flush(&self) -> bool {
-        self.provider.force_flush().is_ok()
+        self.spans.drain(Duration::from_secs(5)) && self.provider.force_flush().is_ok()
     }
 
-    /// Exports what is queued (bounded by `timeout`) and stops exporting.
+    /// Exports what is queued (bounded by about twice `timeout`) and stops exporting.
     pub fn shutdown(&self, timeout: Duration) {
         context::set_enabled(false);
+        self.spans.drain(timeout);
         let _ = self.provider.shutdown_with_timeout(timeout);
     }
 
@@ -753,9 +841,14 @@ mod tests {
         assert_eq!(q.admit(3), 1);
         assert_eq!(q.admit(1), 0);
         assert_eq!(q.len(), 4);
-        q.exported(3, true);
+        q.exported(3, Some(true));
         assert_eq!(q.len(), 1);
         assert_eq!(q.admit(5), 3);
+        assert!(!q.admit_all(1));
+        q.exported(2, None);
+        assert!(!q.admit_all(3));
+        assert!(q.admit_all(2));
+        assert_eq!(q.len(), 4);
     }
 
     /// Never answers.
