@@ -390,13 +390,11 @@ def ledger():
     b.row("Trace export and process")
     b.panel(
         "Spans exported and dropped per second",
-        "ledgerlet_trace_spans_exported_total and ledgerlet_trace_spans_dropped_total (a slow or unreachable collector); ledgerlet_trace_spans_rejected_total (spans the collector answered it rejected); export calls that failed (ledgerlet_trace_export_errors_total) and requests sent again after a failure the collector may get over (ledgerlet_trace_export_retries_total).",
+        "ledgerlet_trace_spans_exported_total and ledgerlet_trace_spans_dropped_total (a slow or unreachable collector); export calls that failed or timed out, retries included (ledgerlet_trace_export_errors_total).",
         [
             ("sum(rate(ledgerlet_trace_spans_exported_total{%s}[$__rate_interval]))" % SEL, "exported"),
             ("sum(rate(ledgerlet_trace_spans_dropped_total{%s}[$__rate_interval]))" % SEL, "dropped"),
-            ("sum(rate(ledgerlet_trace_spans_rejected_total{%s}[$__rate_interval]))" % SEL, "rejected by the collector"),
             ("sum(rate(ledgerlet_trace_export_errors_total{%s}[$__rate_interval]))" % SEL, "export errors"),
-            ("sum(rate(ledgerlet_trace_export_retries_total{%s}[$__rate_interval]))" % SEL, "export retries"),
         ],
         unit="ops",
     )

@@ -1,6 +1,7 @@
-//! Issue 5 acceptance, traces: the real `ledgerlet run` binary exports OTLP/gRPC to a real
-//! receiver (PyPI `rotel`, which logs every span it receives), and with a collector that
-//! never answers it runs pods as without tracing while its span queue stays bounded.
+//! Traces: the real `ledgerlet run` binary exports through the OpenTelemetry SDK's OTLP
+//! exporter (gRPC and HTTP/protobuf, gzip) to a real receiver (PyPI `rotel`, which logs every
+//! span it receives), and with a collector that never answers it runs pods as without
+//! tracing while its span queue stays bounded.
 
 mod support;
 
@@ -27,6 +28,9 @@ spec:
       image: busybox
       command: ["sh", "-c", "echo traced; sleep 0.3"]
 "#;
+
+/// Every trace sampled (the default, as the kubelet's, samples none).
+const EVERY_TRACE: [&str; 2] = ["--tracing-sampling-rate-per-million", "1000000"];
 
 fn uid_of(agent: &Agent, name: &str) -> String {
     agent.wait_for(&format!("pod {name} in /pods"), 30, |a| {
@@ -66,6 +70,7 @@ fn trace_the_job(
     until: &str,
 ) -> (Agent, String, Vec<Span>) {
     let mut all = args.to_vec();
+    all.extend(EVERY_TRACE);
     all.extend(["--tracing-export-period-ms", "200"]);
     let agent = Agent::start_with_env(&all, env);
     agent.write_manifest("traced.yaml", JOB);
@@ -276,6 +281,8 @@ fn otel_02_a_collector_that_never_answers_changes_nothing_and_the_span_queue_sta
         "100",
         "--tracing-export-timeout-ms",
         "60000",
+        EVERY_TRACE[0],
+        EVERY_TRACE[1],
     ]);
     // (not web.yaml: its fixed port 8080 may be taken on a shared machine)
     agent.write_manifest("traced.yaml", JOB);

@@ -3,7 +3,7 @@
 //!
 //! Owns id generation for fold spans, the kubelet's `ParentBased(TraceIDRatioBased)`
 //! decision for roots, and W3C `traceparent` injection/extraction. Must not export anything
-//! (that is `observe::export`) and must not be read by the core.
+//! (that is `observe::otel`) and must not be read by the core.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -76,8 +76,8 @@ impl IdGen {
 
 /// Span ids derived from record seqs: a bijection of the seq and a seed drawn once per tracer
 /// (`(seq ^ seed) × φ`, φ odd, so one multiplication per record), so every record folded
-/// under one tracer has its own non-zero span id, and the export thread derives it from the
-/// seq instead of the engine handing it over with each span. The ids need only be distinct
+/// under one tracer has its own non-zero span id, derived from the seq when the span is
+/// handed on instead of stored with each span. The ids need only be distinct
 /// and non-zero (W3C Trace Context asks nothing more), not look random.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeqSpanIds {
@@ -90,7 +90,7 @@ impl SeqSpanIds {
         SeqSpanIds { seed }
     }
 
-    /// The seed (carried with the spans to the export thread).
+    /// The seed.
     pub fn seed(&self) -> u64 {
         self.seed
     }
@@ -239,7 +239,7 @@ mod tests {
             assert_ne!(id, 0);
             assert!(seen.insert(id), "seq {seq} repeats a span id");
         }
-        // the export thread derives the same id from the seq and the seed
+        // the same seed derives the same id from the seq
         assert_eq!(SeqSpanIds::new(ids.seed()).of(77), ids.of(77));
         // the seq whose product would be 0 gets a valid id too
         assert_ne!(ids.of(ids.seed()), 0);

@@ -163,31 +163,23 @@ pub fn describe_all() {
         "Status syncs (GET, PATCH, DELETE) by outcome."
     );
     describe_counter!(
-        super::export::SPANS_DROPPED_TOTAL,
+        super::otel::SPANS_DROPPED_TOTAL,
         "Spans dropped because the export queue was full (a slow or unreachable collector)."
     );
     describe_counter!(
-        super::export::SPANS_EXPORTED_TOTAL,
-        "Spans the OTLP collector accepted."
+        super::otel::SPANS_EXPORTED_TOTAL,
+        "Spans in export calls the OTLP collector accepted."
     );
     describe_counter!(
-        super::export::SPANS_REJECTED_TOTAL,
-        "Spans the OTLP collector answered it rejected (OTLP partial success); not counted as exported."
-    );
-    describe_counter!(
-        super::export::EXPORT_ERRORS_TOTAL,
-        "OTLP export calls that failed or timed out, retries included."
-    );
-    describe_counter!(
-        super::export::EXPORT_RETRIES_TOTAL,
-        "OTLP export requests sent again after a failure the collector may get over (gRPC Unavailable, HTTP 429/502/503/504)."
+        super::otel::EXPORT_ERRORS_TOTAL,
+        "OTLP export calls that failed or timed out, retries included (their spans are lost)."
     );
     describe_gauge!(
-        super::export::QUEUE_SPANS,
-        "Spans waiting in the export queue."
+        super::otel::QUEUE_SPANS,
+        "Spans waiting for export: queued, batched or being sent."
     );
     describe_gauge!(
-        super::export::QUEUE_CAPACITY_SPANS,
+        super::otel::QUEUE_CAPACITY_SPANS,
         "The export queue's bound (--tracing-max-queue-size)."
     );
     describe_gauge!(

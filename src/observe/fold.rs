@@ -3,7 +3,7 @@
 //!
 //! Owns, for the engine: the trace context of each record (a child of its parent record's
 //! span, of the command span that reported it, or of the pod's root span; else a new root
-//! sampled by ratio), the compact fold spans handed to `observe::export`, and the metrics
+//! sampled by ratio), the compact fold spans handed to the SDK's batch processor (`observe::otel`), and the metrics
 //! that must be counted per record (`ledgerlet_ledger_records_total{kind}`,
 //! `ledgerlet_fold_duration_seconds{kind}`, `ledgerlet_pod_worker_transitions_total{from,to}`,
 //! `ledgerlet_pod_worker_transition_duration_seconds{from,to}`,
@@ -26,7 +26,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use opentelemetry::trace::{
+    Event as SpanEvent, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 
 use crate::core::runtime_status::RunningPod;
 use crate::core::update::UpdateType;
@@ -36,10 +42,10 @@ use crate::ledger::{Event, Record, Time, TraceParent};
 
 use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler, SeqSpanIds};
-use super::export::{FoldBatch, FoldSpan, Note, PodRoot, SpanQueue, Transition, LONG_TURN};
 use super::exposition::{Histogram, Text};
 use super::fasthash::UidKey;
 use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
+use super::otel::Spans;
 use super::rooted_pods::RootedPods;
 use super::starting_pods::{PodStart, StartingPods};
 
@@ -58,7 +64,7 @@ pub const CONTAINERS_PER_POD_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0];
 pub const TRANSITION_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0,
 ];
-/// Fold spans buffered on the engine before they are moved to the export queue.
+/// Fold spans buffered on the engine before they are handed to the batch processor.
 pub const SPAN_BUFFER: usize = 128;
 /// Longest time a fold span waits in the engine's buffer while records keep coming.
 pub const SPAN_BUFFER_AGE_MS: u64 = 20;
@@ -101,6 +107,127 @@ fn check_transition(
     );
 }
 
+/// A fold span as the engine records it: no strings, no allocation, made into the SDK's
+/// `SpanData` only when the tracer's buffer is handed on. Its span id is not stored: it is
+/// derived from the seq ([`SeqSpanIds`]); its times are stopwatch ticks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoldSpan {
+    /// The trace id (the bytes of the record's `trace`).
+    pub trace_id: [u8; 16],
+    /// The parent's span id; 0 for a root.
+    pub parent_span_id: u64,
+    /// The record's seq.
+    pub seq: u64,
+    /// Stopwatch ticks when the record's turn started.
+    pub start_ticks: u64,
+    /// The turn's length in stopwatch ticks.
+    pub duration_ticks: u64,
+    /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name).
+    pub kind: u8,
+    /// The trace flags (sampled).
+    pub flags: u8,
+}
+
+/// What a few fold spans carry beyond the fixed fields (a few per pod life).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Note {
+    /// The record's fold made a pod worker transition: a `pod worker transition` event.
+    Transition {
+        from: &'static str,
+        to: &'static str,
+        uid: String,
+    },
+    /// The span is a pod's root span (its own id, derived from the pod's UID): named `pod`,
+    /// with the pod's attributes.
+    PodRoot {
+        span_id: u64,
+        uid: String,
+        namespace: String,
+        name: String,
+    },
+}
+
+/// `fold <kind>` for every record kind.
+fn fold_span_name(kind: usize) -> &'static str {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES
+        .get_or_init(|| Event::KINDS.iter().map(|k| format!("fold {k}")).collect())
+        .get(kind)
+        .map_or("fold", String::as_str)
+}
+
+/// A fold span as the SDK exports it, with its notes.
+fn span_data(
+    s: &FoldSpan,
+    span_id: u64,
+    (start, end): (SystemTime, SystemTime),
+    notes: &[&Note],
+) -> SpanData {
+    let seq = KeyValue::new("ledgerlet.record.seq", s.seq as i64);
+    let mut name = fold_span_name(usize::from(s.kind));
+    let mut attributes = Vec::with_capacity(2);
+    let mut events = SpanEvents::default();
+    let mut root = false;
+    for n in notes {
+        match n {
+            Note::PodRoot {
+                uid,
+                namespace,
+                name: pod,
+                ..
+            } => {
+                root = true;
+                name = "pod";
+                attributes.extend([
+                    KeyValue::new("k8s.pod.uid", uid.clone()),
+                    KeyValue::new("k8s.pod", format!("{namespace}/{pod}")),
+                    KeyValue::new("k8s.namespace.name", namespace.clone()),
+                    KeyValue::new("k8s.pod.name", pod.clone()),
+                ]);
+            }
+            Note::Transition { from, to, uid } => events.events.push(SpanEvent::new(
+                "pod worker transition",
+                end,
+                vec![
+                    KeyValue::new("from", *from),
+                    KeyValue::new("to", *to),
+                    KeyValue::new("k8s.pod.uid", uid.clone()),
+                ],
+                0,
+            )),
+        }
+    }
+    attributes.push(seq);
+    if !root {
+        let kind = Event::KINDS.get(usize::from(s.kind)).copied();
+        attributes.push(KeyValue::new(
+            "ledgerlet.record.kind",
+            kind.unwrap_or("unknown"),
+        ));
+    }
+    SpanData {
+        span_context: SpanContext::new(
+            TraceId::from_bytes(s.trace_id),
+            SpanId::from(span_id),
+            TraceFlags::new(s.flags),
+            false,
+            TraceState::default(),
+        ),
+        parent_span_id: SpanId::from(s.parent_span_id),
+        parent_span_is_remote: false,
+        span_kind: SpanKind::Internal,
+        name: name.into(),
+        start_time: start,
+        end_time: end,
+        attributes,
+        dropped_attributes_count: 0,
+        events,
+        links: SpanLinks::default(),
+        status: Status::Unset,
+        instrumentation_scope: super::otel::scope(),
+    }
+}
+
 /// Where a record's span hangs.
 #[derive(Clone, Copy, Debug)]
 pub enum Parent {
@@ -127,7 +254,7 @@ struct PodNames<'a> {
     name: &'a str,
 }
 
-/// Creates fold spans and hands them to the export queue in batches.
+/// Creates fold spans and hands them to the batch processor a buffer at a time.
 ///
 /// A pod's trace is derived, not looked up: its trace id and the span id of its root are
 /// digests of the pod's UID (its [`UidKey`]) with seeds drawn once per tracer, so a record
@@ -141,8 +268,13 @@ pub struct FoldTracer {
     ids: IdGen,
     /// Every record's span id, from its seq.
     span_ids: SeqSpanIds,
-    queue: Arc<SpanQueue>,
-    buffer: FoldBatch,
+    spans: Arc<Spans>,
+    /// Finished spans (and the running turn's, last), in the order the records were folded.
+    buffer: Vec<FoldSpan>,
+    /// `(index in buffer, note)`, by index.
+    notes: Vec<(usize, Note)>,
+    /// Converts ticks to wall time (on the conversion thread).
+    watch: Stopwatch,
     /// Stopwatch ticks when the oldest buffered span was finished.
     buffered_since: Option<u64>,
     /// [`SPAN_BUFFER_AGE_MS`] in stopwatch ticks.
@@ -156,19 +288,19 @@ pub struct FoldTracer {
 }
 
 impl FoldTracer {
-    /// A tracer feeding `queue`.
-    pub fn new(sampler: RootSampler, mut ids: IdGen, queue: Arc<SpanQueue>) -> FoldTracer {
+    /// A tracer feeding `spans`.
+    pub fn new(sampler: RootSampler, mut ids: IdGen, spans: Arc<Spans>) -> FoldTracer {
         static MAX_AGE_TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let pod_seeds = [ids.span_id(), ids.span_id()];
         let span_ids = SeqSpanIds::new(ids.span_id());
-        let mut buffer = FoldBatch::with_capacity(SPAN_BUFFER);
-        buffer.span_seed = span_ids.seed();
         FoldTracer {
             sampler,
             ids,
             span_ids,
-            queue,
-            buffer,
+            spans,
+            buffer: Vec::with_capacity(SPAN_BUFFER),
+            notes: Vec::new(),
+            watch: Stopwatch::new(),
             buffered_since: None,
             max_age_ticks: *MAX_AGE_TICKS
                 .get_or_init(|| Stopwatch::new().ticks_within(SPAN_BUFFER_AGE_MS * 1_000_000)),
@@ -257,25 +389,23 @@ impl FoldTracer {
         if !ctx.sampled() {
             return;
         }
-        let root = PodRoot {
+        let root = Note::PodRoot {
             span_id: ctx.span_id(),
-            uid: pod.uid,
-            namespace: pod.namespace,
-            name: pod.name,
+            uid: pod.uid.to_string(),
+            namespace: pod.namespace.to_string(),
+            name: pod.name.to_string(),
         };
         self.make_room(now_ticks);
-        self.buffer.push_with(
-            FoldSpan {
-                trace_id: ctx.trace_id_bytes(),
-                parent_span_id: 0,
-                seq,
-                start_ticks: now_ticks,
-                duration_ticks: 0,
-                kind,
-                flags: ctx.flags(),
-            },
-            Note::PodRoot(root),
-        );
+        self.notes.push((self.buffer.len(), root));
+        self.buffer.push(FoldSpan {
+            trace_id: ctx.trace_id_bytes(),
+            parent_span_id: 0,
+            seq,
+            start_ticks: now_ticks,
+            duration_ticks: 0,
+            kind,
+            flags: ctx.flags(),
+        });
     }
 
     #[inline]
@@ -299,28 +429,19 @@ impl FoldTracer {
     /// The last buffered span (the running turn's) made a pod worker transition.
     #[cold]
     #[inline(never)]
-    fn note_transition(&mut self, t: Transition<'_>) {
-        self.buffer.note_last(Note::Transition(t));
+    fn note_transition(&mut self, from: &'static str, to: &'static str, uid: &str) {
+        if let Some(i) = self.buffer.len().checked_sub(1) {
+            let uid = uid.to_string();
+            self.notes.push((i, Note::Transition { from, to, uid }));
+        }
     }
 
     /// Sets the duration of the last buffered span (its turn ended after `ticks`).
     #[inline]
     fn end_last(&mut self, ticks: u64) {
-        if let Some(s) = self.buffer.spans.last_mut() {
-            match u32::try_from(ticks) {
-                Ok(t) if t != LONG_TURN => s.duration_ticks = t,
-                _ => self.long_turn(ticks),
-            }
+        if let Some(s) = self.buffer.last_mut() {
+            s.duration_ticks = ticks;
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn long_turn(&mut self, ticks: u64) {
-        if let Some(s) = self.buffer.spans.last_mut() {
-            s.duration_ticks = LONG_TURN;
-        }
-        self.buffer.note_last(Note::LongTurn(ticks));
     }
 
     #[inline]
@@ -333,11 +454,58 @@ impl FoldTracer {
         }
     }
 
+    /// Hands every buffered span on, to be made into `SpanData` on the conversion thread
+    /// (`observe::otel`): the engine's thread only swaps its buffers.
     #[inline(never)]
     fn flush(&mut self) {
-        self.queue.push_folds(&mut self.buffer);
         self.buffered_since = None;
+        if self.buffer.is_empty() {
+            return;
+        }
+        let spans = std::mem::replace(&mut self.buffer, Vec::with_capacity(SPAN_BUFFER));
+        let notes = std::mem::take(&mut self.notes);
+        let (ids, watch) = (self.span_ids, self.watch.clone());
+        let n = spans.len();
+        self.spans
+            .push_later(n, Box::new(move || span_datas(&spans, &notes, ids, &watch)));
     }
+}
+
+/// Buffered fold spans as the SDK exports them, their ticks made wall times against one
+/// reading of both clocks.
+fn span_datas(
+    spans: &[FoldSpan],
+    notes: &[(usize, Note)],
+    ids: SeqSpanIds,
+    watch: &Stopwatch,
+) -> Vec<SpanData> {
+    let (now_ticks, now) = (watch.ticks(), SystemTime::now());
+    let wall = |t: u64| match t.checked_sub(now_ticks) {
+        Some(_) => now + Duration::from_nanos(watch.nanos(now_ticks, t)),
+        None => now - Duration::from_nanos(watch.nanos(t, now_ticks)),
+    };
+    let mut notes = notes.iter().peekable();
+    let mut mine = Vec::new();
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            mine.clear();
+            while let Some((_, n)) = notes.next_if(|(j, _)| *j == i) {
+                mine.push(n);
+            }
+            let span_id = mine
+                .iter()
+                .find_map(|n| match n {
+                    Note::PodRoot { span_id, .. } => Some(*span_id),
+                    Note::Transition { .. } => None,
+                })
+                .unwrap_or_else(|| ids.of(s.seq));
+            let start = wall(s.start_ticks);
+            let end = start + Duration::from_nanos(watch.ticks_to_nanos(s.duration_ticks));
+            span_data(s, span_id, (start, end), &mine)
+        })
+        .collect()
 }
 
 /// The record the engine is on: its turn ends when the next record's fold starts or the
@@ -443,9 +611,9 @@ impl FoldObserver {
     ///
     /// This runs once per record on the engine's thread, so its common path is short and
     /// touches little memory: one stopwatch read (which ends the last record's turn and
-    /// starts this one's), a bucket counter and, with tracing, one 48-byte [`FoldSpan`]
-    /// written to a batch (its length filled in when the turn ends). Span ids, names,
-    /// attributes, wall times and OTLP types are made on the export thread; bucket sums and
+    /// starts this one's), a bucket counter and, with tracing, one [`FoldSpan`] written to a
+    /// buffer (its length filled in when the turn ends). Span ids, names, attributes and wall
+    /// times are made when the buffer is handed on, a buffer at a time; bucket sums and
     /// seconds at scrape time.
     ///
     /// Transitions: only `UpdatePod` and `SyncFinished` are watched, and a transition is a
@@ -580,7 +748,7 @@ impl FoldObserver {
 
     /// Ends the running turn at `now` (stopwatch ticks): its duration is observed and its
     /// span, if sampled, finished; buffered spans older than [`SPAN_BUFFER_AGE_MS`] then go
-    /// to the export queue.
+    /// to the batch processor.
     #[inline]
     fn end_turn(&mut self, now: u64) {
         let Some(turn) = self.turn else {
@@ -655,16 +823,12 @@ impl FoldObserver {
             e.1.observe(record.at.since(t).as_secs_f64());
         }
         if let Some(t) = self.tracer.as_mut().filter(|_| traced) {
-            t.note_transition(Transition {
-                from: from.as_str(),
-                to: to.as_str(),
-                uid: uid.as_str(),
-            });
+            t.note_transition(from.as_str(), to.as_str(), uid.as_str());
         }
     }
 
     /// The engine has nothing more to do: the last record's turn ends now, and every buffered
-    /// fold span moves to the export queue.
+    /// fold span goes to the batch processor.
     pub fn idle(&mut self) {
         if self.turn.is_some() {
             let now = self.watch.ticks();
@@ -930,26 +1094,17 @@ mod tests {
         out
     }
 
-    use crate::observe::otlp_request::testing::SpanSink as Sink;
+    use crate::observe::otel::testing::Sink;
+    use crate::observe::otel::{ExportOptions, Tracing};
 
     /// An observer with a tracer (every trace sampled, ids seeded with `seed`) whose spans
-    /// an export thread with `options` hands to a new sink.
-    fn traced_observer(
-        options: crate::observe::export::ExportOptions,
-        seed: u64,
-    ) -> (FoldObserver, crate::observe::export::Exporting, Sink) {
-        let sink = Sink::default();
-        let s = sink.clone();
-        let exporting = crate::observe::export::Exporting::start(
-            &options,
-            opentelemetry_sdk::Resource::builder_empty().build(),
-            move || Ok(s),
-        )
-        .unwrap();
+    /// a pipeline with `options` exports to a new sink.
+    fn traced_observer(options: ExportOptions, seed: u64) -> (FoldObserver, Tracing, Sink) {
+        let (exporting, sink) = crate::observe::otel::testing::pipeline(options);
         let tracer = FoldTracer::new(
             RootSampler::new(1_000_000),
             IdGen::seeded(seed),
-            exporting.queue().clone(),
+            exporting.spans().clone(),
         );
         (FoldObserver::new(Some(tracer)), exporting, sink)
     }
@@ -957,7 +1112,7 @@ mod tests {
     /// Folds `records` with a tracer (every trace sampled) as the engine does for inputs
     /// without a parent span, and returns the exported spans.
     fn traced_spans(records: &[Arc<Record>]) -> Vec<opentelemetry_sdk::trace::SpanData> {
-        let options = crate::observe::export::ExportOptions {
+        let options = ExportOptions {
             max_queue_size: 1 << 20,
             ..Default::default()
         };
@@ -968,9 +1123,73 @@ mod tests {
             let _ = observer.fold(&mut node, r, opened);
         }
         observer.idle();
-        assert!(exporting.flush(Duration::from_secs(5)));
+        assert!(exporting.flush());
         exporting.shutdown(Duration::from_secs(1));
         sink.received()
+    }
+
+    #[test]
+    fn a_fold_span_and_a_pod_root_carry_their_names_ids_attributes_and_events() {
+        use opentelemetry::trace::SpanId;
+        let span = FoldSpan {
+            trace_id: 1u128.to_be_bytes(),
+            parent_span_id: 99,
+            seq: 5,
+            start_ticks: 0,
+            duration_ticks: 0,
+            kind: Event::KINDS.iter().position(|k| *k == "UpdatePod").unwrap() as u8,
+            flags: 1,
+        };
+        let (start, end) = (SystemTime::UNIX_EPOCH, SystemTime::now());
+        let attr = |s: &SpanData, k: &str| {
+            s.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == k)
+                .map(|kv| kv.value.to_string())
+        };
+        let moved = Note::Transition {
+            from: "none",
+            to: "sync",
+            uid: "uid-1".into(),
+        };
+        let fold = span_data(&span, 7, (start, end), &[&moved]);
+        assert_eq!(fold.name, "fold UpdatePod");
+        assert_eq!(fold.span_context.span_id(), SpanId::from(7u64));
+        assert_eq!(fold.parent_span_id, SpanId::from(99u64));
+        assert_eq!(attr(&fold, "ledgerlet.record.seq").as_deref(), Some("5"));
+        assert_eq!(
+            attr(&fold, "ledgerlet.record.kind").as_deref(),
+            Some("UpdatePod")
+        );
+        assert_eq!((fold.start_time, fold.end_time), (start, end));
+        assert_eq!(fold.events.len(), 1);
+        assert_eq!(fold.events[0].name, "pod worker transition");
+        assert_eq!(fold.events[0].timestamp, end);
+        let root = Note::PodRoot {
+            span_id: 99,
+            uid: "uid-1".into(),
+            namespace: "default".into(),
+            name: "web".into(),
+        };
+        let root = span_data(
+            &FoldSpan {
+                parent_span_id: 0,
+                ..span
+            },
+            99,
+            (start, start),
+            &[&root],
+        );
+        assert_eq!(root.name, "pod");
+        assert_eq!(root.parent_span_id, SpanId::INVALID);
+        assert_eq!(attr(&root, "k8s.pod.uid").as_deref(), Some("uid-1"));
+        assert_eq!(attr(&root, "k8s.pod").as_deref(), Some("default/web"));
+        assert_eq!(attr(&root, "k8s.pod.name").as_deref(), Some("web"));
+        assert_eq!(
+            attr(&root, "k8s.namespace.name").as_deref(),
+            Some("default")
+        );
+        assert_eq!(attr(&root, "ledgerlet.record.kind"), None);
     }
 
     #[test]
@@ -1110,7 +1329,7 @@ mod tests {
             .map(|k| observer.folds.count(k))
             .sum();
         assert_eq!(folded, 5);
-        assert!(exporting.flush(Duration::from_secs(5)));
+        assert!(exporting.flush());
         let (roots, mut spans): (Vec<_>, Vec<_>) = sink
             .0
             .lock()
