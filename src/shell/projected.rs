@@ -560,6 +560,19 @@ impl std::fmt::Debug for Projector {
     }
 }
 
+/// Which keys of which ConfigMap or Secret a volume source wants.
+struct KeySource<'a> {
+    /// `ConfigMap` or `Secret`.
+    kind: &'static str,
+    ns: &'a str,
+    name: &'a str,
+    items: Option<&'a [KeyToPath]>,
+    optional: bool,
+    default_mode: u32,
+    /// The volume (and source) for error messages.
+    what: &'a str,
+}
+
 impl Projector {
     /// A projector writing under `pods_dir`, reading from `api` (None: standalone) and
     /// registering tokens and Secret values with `redactor`.
@@ -781,38 +794,31 @@ impl Projector {
         default_mode: u32,
         what: &str,
     ) -> Result<Payload, String> {
-        let api = self.api(what)?;
-        let cms: kube::Api<ConfigMap> = kube::Api::namespaced(api.client(), ns);
-        let cm = api
-            .call("GET", cms.get_opt(name))
-            .await
-            .map_err(|e| format!("{what}: cannot read ConfigMap {ns}/{name}: {e}"))?;
-        let Some(cm) = cm else {
-            if optional {
-                return Ok(Payload::new());
-            }
-            return Err(format!("{what}: configmap \"{name}\" not found"));
-        };
-        let mut data: BTreeMap<String, Vec<u8>> = cm
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.into_bytes()))
-            .collect();
-        data.extend(
-            cm.binary_data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.0)),
-        );
-        keys_payload(
-            &data,
+        let source = KeySource {
+            kind: "ConfigMap",
+            ns,
+            name,
             items,
             optional,
             default_mode,
-            &format!("ConfigMap {ns}/{name}"),
-        )
-        .map_err(|e| format!("{what}: {e}"))
+            what,
+        };
+        self.keys_of(source, |cm: ConfigMap| {
+            let mut data: BTreeMap<String, Vec<u8>> = cm
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.into_bytes()))
+                .collect();
+            data.extend(
+                cm.binary_data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0)),
+            );
+            data
+        })
+        .await
     }
 
     async fn secret_payload(
@@ -824,41 +830,72 @@ impl Projector {
         default_mode: u32,
         what: &str,
     ) -> Result<Payload, String> {
-        let api = self.api(what)?;
-        let secrets: kube::Api<Secret> = kube::Api::namespaced(api.client(), ns);
-        let secret = api
-            .call("GET", secrets.get_opt(name))
-            .await
-            .map_err(|e| format!("{what}: cannot read Secret {ns}/{name}: {e}"))?;
-        let Some(secret) = secret else {
-            if optional {
-                return Ok(Payload::new());
-            }
-            return Err(format!("{what}: secret \"{name}\" not found"));
-        };
-        let mut data: BTreeMap<String, Vec<u8>> = secret
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        data.extend(
-            secret
-                .string_data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.into_bytes())),
-        );
-        // registered before anything else sees them
-        for v in data.values() {
-            self.redactor.register(&String::from_utf8_lossy(v));
-        }
-        keys_payload(
-            &data,
+        let source = KeySource {
+            kind: "Secret",
+            ns,
+            name,
             items,
             optional,
             default_mode,
-            &format!("Secret {ns}/{name}"),
+            what,
+        };
+        self.keys_of(source, |secret: Secret| {
+            let mut data: BTreeMap<String, Vec<u8>> = secret
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            data.extend(
+                secret
+                    .string_data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_bytes())),
+            );
+            // registered before anything else sees them
+            for v in data.values() {
+                self.redactor.register(&String::from_utf8_lossy(v));
+            }
+            data
+        })
+        .await
+    }
+
+    /// The payload of a ConfigMap's or a Secret's keys (`keys` reads them from the object):
+    /// a missing object is an empty payload when optional, an error otherwise.
+    async fn keys_of<K>(
+        &self,
+        s: KeySource<'_>,
+        keys: impl FnOnce(K) -> BTreeMap<String, Vec<u8>>,
+    ) -> Result<Payload, String>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        let (kind, ns, name, what) = (s.kind, s.ns, s.name, s.what);
+        let api = self.api(what)?;
+        let objects: kube::Api<K> = kube::Api::namespaced(api.client(), ns);
+        let found = api
+            .call("GET", objects.get_opt(name))
+            .await
+            .map_err(|e| format!("{what}: cannot read {kind} {ns}/{name}: {e}"))?;
+        let Some(object) = found else {
+            if s.optional {
+                return Ok(Payload::new());
+            }
+            let lower = kind.to_lowercase();
+            return Err(format!("{what}: {lower} \"{name}\" not found"));
+        };
+        keys_payload(
+            &keys(object),
+            s.items,
+            s.optional,
+            s.default_mode,
+            &format!("{kind} {ns}/{name}"),
         )
         .map_err(|e| format!("{what}: {e}"))
     }
