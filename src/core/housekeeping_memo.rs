@@ -19,6 +19,7 @@
 //! identical commands and state.
 
 use super::uid::Uid;
+use super::uid_map::Generation;
 
 /// One remembered answer: the generations it was computed at and the UIDs (ascending).
 #[derive(Clone, Debug)]
@@ -36,10 +37,10 @@ impl<K, T> Default for Answer<K, T> {
     }
 }
 
-impl<K: PartialEq + Copy, T: Clone> Answer<K, T> {
+impl<K: PartialEq, T: Clone> Answer<K, T> {
     /// The answer at generations `at`, computed by `walk` unless it is remembered.
     fn get(&mut self, at: K, hits: &mut u64, walk: impl FnOnce() -> Vec<T>) -> Vec<T> {
-        if self.at == Some(at) {
+        if self.at.as_ref() == Some(&at) {
             *hits += 1;
         } else {
             self.uids = walk();
@@ -54,13 +55,13 @@ impl<K: PartialEq + Copy, T: Clone> Answer<K, T> {
 pub struct HousekeepingMemo {
     /// `SyncKnownPods`' candidates, at (workers, config pods): every worker with no config
     /// pod (`true`: an orphan) or with a restart requested (`false`).
-    known_pods: Answer<(u64, u64), (Uid, bool)>,
+    known_pods: Answer<(Generation, Generation), (Uid, bool)>,
     /// RemoveOrphanedStatuses left no orphaned status, at (statuses, config pods, workers).
-    statuses_clean: Option<(u64, u64, u64)>,
+    statuses_clean: Option<(Generation, Generation, Generation)>,
     /// Config pods without a worker, at (config pods, workers).
-    without_worker: Answer<(u64, u64), Uid>,
+    without_worker: Answer<(Generation, Generation), Uid>,
     /// Runtime cache entries without a config pod, at (runtime cache, config pods).
-    undesired_runtime: Answer<(u64, u64), Uid>,
+    undesired_runtime: Answer<(Generation, Generation), Uid>,
     /// How many walks were skipped (for tests that must know the memo was used).
     hits: u64,
 }
@@ -76,7 +77,7 @@ impl HousekeepingMemo {
     /// `SyncKnownPods`' candidates at the generations of the workers and config pods.
     pub fn known_pods(
         &mut self,
-        at: (u64, u64),
+        at: (Generation, Generation),
         walk: impl FnOnce() -> Vec<(Uid, bool)>,
     ) -> Vec<(Uid, bool)> {
         self.known_pods.get(at, &mut self.hits, walk)
@@ -84,8 +85,8 @@ impl HousekeepingMemo {
 
     /// True if RemoveOrphanedStatuses is known to find nothing at the generations of the
     /// statuses, config pods and workers.
-    pub fn statuses_clean(&mut self, at: (u64, u64, u64)) -> bool {
-        let clean = self.statuses_clean == Some(at);
+    pub fn statuses_clean(&mut self, at: (Generation, Generation, Generation)) -> bool {
+        let clean = self.statuses_clean.as_ref() == Some(&at);
         if clean {
             self.hits += 1;
         }
@@ -93,12 +94,16 @@ impl HousekeepingMemo {
     }
 
     /// Records that no orphaned status is left at these generations.
-    pub fn set_statuses_clean(&mut self, at: (u64, u64, u64)) {
+    pub fn set_statuses_clean(&mut self, at: (Generation, Generation, Generation)) {
         self.statuses_clean = Some(at);
     }
 
     /// Config pods without a worker at the generations of the config pods and workers.
-    pub fn without_worker(&mut self, at: (u64, u64), walk: impl FnOnce() -> Vec<Uid>) -> Vec<Uid> {
+    pub fn without_worker(
+        &mut self,
+        at: (Generation, Generation),
+        walk: impl FnOnce() -> Vec<Uid>,
+    ) -> Vec<Uid> {
         self.without_worker.get(at, &mut self.hits, walk)
     }
 
@@ -106,7 +111,7 @@ impl HousekeepingMemo {
     /// config pods.
     pub fn undesired_runtime(
         &mut self,
-        at: (u64, u64),
+        at: (Generation, Generation),
         walk: impl FnOnce() -> Vec<Uid>,
     ) -> Vec<Uid> {
         self.undesired_runtime.get(at, &mut self.hits, walk)

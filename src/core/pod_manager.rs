@@ -142,7 +142,7 @@ impl PodManager {
     }
 
     /// The key-set generation of the config pods (`UidMap::generation`).
-    pub fn generation(&self) -> u64 {
+    pub fn generation(&self) -> crate::core::uid_map::Generation {
         self.pods.generation()
     }
 

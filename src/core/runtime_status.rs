@@ -320,7 +320,7 @@ impl RuntimeCache {
     }
 
     /// The key-set generation of the cache (`UidMap::generation`).
-    pub fn generation(&self) -> u64 {
+    pub fn generation(&self) -> crate::core::uid_map::Generation {
         self.entries.generation()
     }
 

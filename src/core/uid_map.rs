@@ -7,36 +7,53 @@
 //! output: it is not serialised, it is ignored by `==` and `Debug`, and two maps compare and
 //! serialise exactly like the `BTreeMap`s they wrap.
 //!
-//! The generation is drawn from one process-wide counter every time the key set changes
-//! (a key is inserted that was not there, or a key is removed) and when a map is created or
-//! deserialised, so two maps (of any nodes, or the same field after being replaced) carry
-//! the same generation only if one is an unmodified clone of the other: equal generations
-//! imply equal key sets. Reads go through `Deref`; every mutation goes through the methods
-//! below, so no key-set change can skip the bump.
+//! A generation is a fresh token (a small allocation, compared by address) made every time
+//! the key set changes (a key is inserted that was not there, or a key is removed) and when
+//! a map is created or deserialised, so two maps (of any nodes, or the same field after
+//! being replaced) carry the same generation only if one is an unmodified clone of the
+//! other: equal generations imply equal key sets. Whoever remembers a generation holds the
+//! token, so its address cannot be reused meanwhile; no process-wide counter is needed.
+//! Reads go through `Deref`; every mutation goes through the methods below, so no key-set
+//! change can skip the new token.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::uid::Uid;
 
-/// The next unused generation, shared by every `UidMap` of the process. Not state: its value
-/// only ever decides whether a derived answer may be reused, never what the answer is.
-static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+/// A key-set generation (see the module doc). Not state: it only ever decides whether a
+/// derived answer may be reused, never what the answer is.
+#[derive(Clone)]
+pub struct Generation(Arc<()>);
 
-fn fresh_generation() -> u64 {
-    NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
+impl PartialEq for Generation {
+    fn eq(&self, other: &Generation) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Generation {}
+
+impl fmt::Debug for Generation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Generation")
+    }
+}
+
+fn fresh_generation() -> Generation {
+    Generation(Arc::new(()))
 }
 
 /// A `BTreeMap<Uid, V>` with a key-set generation (see the module doc).
 #[derive(Clone)]
 pub struct UidMap<V> {
     map: BTreeMap<Uid, V>,
-    generation: u64,
+    generation: Generation,
 }
 
 impl<V> Default for UidMap<V> {
@@ -50,8 +67,8 @@ impl<V> Default for UidMap<V> {
 
 impl<V> UidMap<V> {
     /// The key-set generation: equal values mean equal key sets (see the module doc).
-    pub fn generation(&self) -> u64 {
-        self.generation
+    pub fn generation(&self) -> Generation {
+        self.generation.clone()
     }
 
     /// Declares that something a derived answer depends on changed although the key set did

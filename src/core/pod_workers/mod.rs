@@ -127,7 +127,7 @@ impl PodWorkers {
     }
 
     /// The generation of the known UIDs and their restart requests (`UidMap::generation`).
-    pub fn generation(&self) -> u64 {
+    pub fn generation(&self) -> crate::core::uid_map::Generation {
         self.statuses.generation()
     }
 

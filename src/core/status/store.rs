@@ -140,7 +140,7 @@ impl StatusStore {
     }
 
     /// The key-set generation of the statuses (`UidMap::generation`).
-    pub fn generation(&self) -> u64 {
+    pub fn generation(&self) -> crate::core::uid_map::Generation {
         self.statuses.generation()
     }
 
