@@ -110,6 +110,8 @@ pub struct Stats {
     pub answered_500: u64,
     /// Watch requests answered with a `410 Expired` event under `watch_gone`.
     pub answered_gone: u64,
+    /// Of those, watches of pods (`GET /api/v1/pods?…watch=true`, a node's pod watch).
+    pub answered_gone_pods: u64,
     /// Open connections cut with RST by `reset` or the start of `status_500` or `watch_gone`.
     pub cut: u64,
     /// Chunks forwarded late under `delay`.
@@ -133,6 +135,7 @@ struct Counters {
     refused: AtomicU64,
     answered_500: AtomicU64,
     answered_gone: AtomicU64,
+    answered_gone_pods: AtomicU64,
     cut: AtomicU64,
     delayed_chunks: AtomicU64,
     over_cap: AtomicU64,
@@ -285,6 +288,7 @@ impl FaultProxy {
             refused: get(&c.refused),
             answered_500: get(&c.answered_500),
             answered_gone: get(&c.answered_gone),
+            answered_gone_pods: get(&c.answered_gone_pods),
             cut: get(&c.cut),
             delayed_chunks: get(&c.delayed_chunks),
             over_cap: get(&c.over_cap),
@@ -600,6 +604,9 @@ async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
     let is_watch = request_line.contains("watch=true") || request_line.contains("watch=1");
     let answer = if gone && is_watch {
         shared.count(|c| &c.answered_gone);
+        if request_line.contains(" /api/v1/pods?") {
+            shared.count(|c| &c.answered_gone_pods);
+        }
         let event = serde_json::json!({
             "type": "ERROR",
             "object": serde_json::from_str::<serde_json::Value>(&status_json(
