@@ -5,8 +5,6 @@
 //! Owns the answers for a single container. Must not look at more than one container's
 //! status at a time: sequencing across containers is `init` and `compute`.
 
-use std::sync::OnceLock;
-
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
 use crate::core::runtime_status::{ContainerState, ContainerStatus, RuntimePodStatus};
@@ -19,12 +17,57 @@ pub(crate) enum RestartPolicy {
     Never,
 }
 
+/// The spec of a pod without one: `PodSpec::default()` as a constant (an immutable value,
+/// not state; `tests` checks it equals the default).
+static EMPTY_SPEC: PodSpec = PodSpec {
+    active_deadline_seconds: None,
+    affinity: None,
+    automount_service_account_token: None,
+    containers: Vec::new(),
+    dns_config: None,
+    dns_policy: None,
+    enable_service_links: None,
+    ephemeral_containers: None,
+    eviction_responders: None,
+    host_aliases: None,
+    host_ipc: None,
+    host_network: None,
+    host_pid: None,
+    host_users: None,
+    hostname: None,
+    hostname_override: None,
+    image_pull_secrets: None,
+    init_containers: None,
+    node_name: None,
+    node_selector: None,
+    os: None,
+    overhead: None,
+    preemption_policy: None,
+    priority: None,
+    priority_class_name: None,
+    readiness_gates: None,
+    resource_claims: None,
+    resources: None,
+    restart_policy: None,
+    runtime_class_name: None,
+    scheduler_name: None,
+    scheduling_gates: None,
+    scheduling_group: None,
+    security_context: None,
+    service_account: None,
+    service_account_name: None,
+    set_hostname_as_fqdn: None,
+    share_process_namespace: None,
+    subdomain: None,
+    termination_grace_period_seconds: None,
+    tolerations: None,
+    topology_spread_constraints: None,
+    volumes: None,
+};
+
 /// The spec of a pod, or an empty one.
 pub(crate) fn spec(pod: &Pod) -> &PodSpec {
-    static EMPTY: OnceLock<PodSpec> = OnceLock::new();
-    pod.spec
-        .as_ref()
-        .unwrap_or_else(|| EMPTY.get_or_init(PodSpec::default))
+    pod.spec.as_ref().unwrap_or(&EMPTY_SPEC)
 }
 
 /// `spec.initContainers` (empty if unset).
@@ -93,5 +136,16 @@ pub fn should_container_be_restarted(c: &Container, pod: &Pod, rt: &RuntimePodSt
             RestartPolicy::OnFailure => s.exit_code != 0,
             RestartPolicy::Always => true,
         },
+    }
+}
+
+#[cfg(test)]
+mod empty_spec_tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_without_a_spec_reads_as_the_default_spec() {
+        assert_eq!(EMPTY_SPEC, PodSpec::default());
+        assert_eq!(spec(&Pod::default()), &PodSpec::default());
     }
 }
