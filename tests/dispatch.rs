@@ -90,9 +90,9 @@ fn hk_02_static_pod_restarted_with_a_fixed_uid() {
         .build();
     h.submit(removed(PodSource::File, &v1));
     h.submit(added(PodSource::File, &v2));
-    assert!(h.status("fixed").restart_requested);
+    assert!(h.status("fixed").restart_requested());
     h.drain();
-    assert!(h.status("fixed").finished, "the old pod terminated");
+    assert!(h.status("fixed").is_finished(), "the old pod terminated");
     h.advance(2_000);
     h.fire(TimerKey::Housekeeping);
     h.drain();
@@ -143,12 +143,12 @@ fn pw_13_restart_requested_between_two_housekeeping_passes_is_honoured() {
     assert!(h.status("a").is_termination_requested());
     h.advance(2_000);
     h.fire(TimerKey::Housekeeping);
-    assert!(!h.status("a").finished, "still terminating");
+    assert!(!h.status("a").is_finished(), "still terminating");
     let again = pod("a", "a", "ns").label("v", "2").build();
     h.submit(added(PodSource::Api, &again));
-    assert!(h.status("a").restart_requested);
+    assert!(h.status("a").restart_requested());
     h.drain();
-    assert!(h.status("a").finished, "the old pod terminated");
+    assert!(h.status("a").is_finished(), "the old pod terminated");
     h.advance(2_000);
     h.fire(TimerKey::Housekeeping);
     h.drain();
@@ -204,7 +204,7 @@ fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
         .collect();
     assert_eq!(kills.len(), 1, "killed so the status can be finalised");
     h.drain();
-    assert!(h.status("b").finished);
+    assert!(h.status("b").is_finished());
     h.advance(2_000);
     h.fire(TimerKey::Housekeeping);
     let kills = h
@@ -285,7 +285,7 @@ fn hk_04_a_runtime_pod_not_in_config_is_killed_with_grace_one() {
     h.fire(TimerKey::Housekeeping);
     assert_eq!(h.sync_kinds("ghost").len(), 1);
     let s = h.status("ghost");
-    assert!(s.is_termination_requested() && s.deleted);
+    assert!(s.is_termination_requested() && s.is_deleted());
     // the runtime stops it; the worker forgets it; the next pass leaves it alone
     h.runtime.insert(uid("ghost"), leftover(false));
     h.finish("ghost", ledgerlet::ledger::SyncOutcome::Ok);
@@ -348,7 +348,7 @@ fn removing_a_pod_kills_it_only_once_every_source_is_ready() {
     h.fire(TimerKey::Housekeeping);
     assert!(h.status("u").is_termination_requested());
     h.drain();
-    assert!(h.status("u").finished);
+    assert!(h.status("u").is_finished());
 }
 
 #[test]

@@ -321,11 +321,11 @@ impl Checker {
         }
         for (uid, s) in node.pod_workers.statuses() {
             // Invariant 2 on the state itself.
-            if s.is_termination_requested() && s.grace_period_s != 0 {
+            if s.is_termination_requested() && s.grace_period_s() != 0 {
                 prop_assert!(
-                    s.grace_period_s >= 1,
+                    s.grace_period_s() >= 1,
                     "invariant 2: {uid} grace {}",
-                    s.grace_period_s
+                    s.grace_period_s()
                 );
             }
         }
@@ -514,7 +514,7 @@ fn run(actions: &[Action]) -> Result<Harness, TestCaseError> {
         let finished_before: BTreeSet<Uid> = h
             .workers()
             .statuses()
-            .filter(|(_, s)| s.finished)
+            .filter(|(_, s)| s.is_finished())
             .map(|(u, _)| u.clone())
             .collect();
         let seq_before = h.engine.ledger().last_seq();

@@ -71,7 +71,7 @@ fn pw_01_new_pod_is_recorded_and_started() {
     let s = h.status("1");
     assert_eq!(s.fullname, "running-pod_ns");
     assert_eq!(s.synced_at, t0);
-    assert_eq!(s.started_at, Some(t0));
+    assert_eq!(s.started_at(), Some(t0));
     assert_eq!(
         s.active_update.as_ref().unwrap().pod.as_deref(),
         Some(&*p),
@@ -80,7 +80,7 @@ fn pw_01_new_pod_is_recorded_and_started() {
     assert!(!s.is_termination_requested());
     h.drain();
     let s = h.status("1");
-    assert!(!s.working, "idle after drain");
+    assert!(!s.is_working(), "idle after drain");
     let calls = h.sync_calls("1");
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0].work, WorkType::Sync);
@@ -142,7 +142,7 @@ fn pw_03_kill_is_never_lost_and_nothing_syncs_after_a_kill() {
             .position(|k| *k == WorkType::Terminating)
             .unwrap();
         assert!(!kinds[first_kill..].contains(&WorkType::Sync));
-        assert!(h.status(&format!("{i}")).finished);
+        assert!(h.status(&format!("{i}")).is_finished());
     }
 }
 
@@ -220,7 +220,7 @@ fn pw_04_a_kill_during_sync_cancels_the_sync() {
         // (for the runtime pod kill, the config pod is known, so it becomes a normal
         // terminating sync: PW-20)
         assert_eq!(kinds[2], WorkType::Terminating, "{what}: {kinds:?}");
-        assert!(h.status("1").finished, "{what}");
+        assert!(h.status("1").is_finished(), "{what}");
     }
 }
 
@@ -271,12 +271,12 @@ fn pw_06_a_shortened_grace_period_cancels_and_a_longer_one_is_ignored() {
     h.drain_pod_until_syncing("1");
     let (first, work) = h.syncing("1").unwrap();
     assert_eq!(work, WorkType::Terminating);
-    assert_eq!(h.status("1").grace_period_s, 30);
+    assert_eq!(h.status("1").grace_period_s(), 30);
 
     // A: the API shortens the grace period to 10
     let shorter = pod("1", "p", "ns").deleted(10).build();
     let cmds = h.update(UpdateType::Update, &shorter);
-    assert_eq!(h.status("1").grace_period_s, 10);
+    assert_eq!(h.status("1").grace_period_s(), 10);
     assert!(cmds
         .iter()
         .any(|c| matches!(c, Command::CancelSync { sync_id, .. } if *sync_id == first)));
@@ -295,7 +295,7 @@ fn pw_06_a_shortened_grace_period_cancels_and_a_longer_one_is_ignored() {
             ..KillPodOptions::default()
         },
     );
-    assert_eq!(h.status("1").grace_period_s, 10);
+    assert_eq!(h.status("1").grace_period_s(), 10);
     assert!(!cmds.iter().any(|c| matches!(c, Command::CancelSync { .. })));
     assert_eq!(h.syncing("1").unwrap().0, second);
 }
@@ -316,7 +316,7 @@ fn pw_07_every_terminating_update_carries_the_grace_period() {
         ..KillPodOptions::default()
     });
     let cmds = h.submit(Event::UpdatePod(u));
-    assert_eq!(h.status("1").grace_period_s, 0, "not terminating");
+    assert_eq!(h.status("1").grace_period_s(), 0, "not terminating");
     let _ = cmds;
     assert!(
         kill_completed(&h, seq).is_some(),
@@ -372,13 +372,13 @@ fn pw_08_a_deletion_timestamp_starts_termination() {
     let deleted = pod("1", "p", "ns").deleted(15).build();
     h.update(UpdateType::Update, &deleted);
     let s = h.status("1");
-    assert!(s.deleted);
-    assert_eq!(s.terminating_at, Some(t));
-    assert_eq!(s.grace_period_s, 15);
+    assert!(s.is_deleted());
+    assert_eq!(s.terminating_at(), Some(t));
+    assert_eq!(s.grace_period_s(), 15);
     h.drain();
     let s = h.status("1");
-    assert!(s.started_terminating);
-    assert!(s.finished);
+    assert!(s.is_termination_started());
+    assert!(s.is_finished());
     assert_eq!(
         s.active_update
             .as_ref()
@@ -413,11 +413,14 @@ fn pw_09_eviction_marks_the_pod_evicted_and_its_content_removable() {
             ..KillPodOptions::default()
         },
     );
-    assert!(h.status("1").evicted);
-    assert_eq!(h.status("1").grace_period_s, 30);
+    assert!(h.status("1").is_evicted());
+    assert_eq!(h.status("1").grace_period_s(), 30);
     h.drain();
-    assert!(h.status("1").finished);
-    assert!(!h.status("1").deleted, "eviction alone is not deletion");
+    assert!(h.status("1").is_finished());
+    assert!(
+        !h.status("1").is_deleted(),
+        "eviction alone is not deletion"
+    );
     assert!(h.workers().should_pod_content_be_removed(&uid("1")));
 }
 
@@ -429,8 +432,8 @@ fn pw_10_kill_without_deletion_terminates_but_keeps_content() {
     h.kill(&p, KillPodOptions::default());
     h.drain();
     let s = h.status("1");
-    assert!(s.is_terminated() && s.finished);
-    assert!(!s.deleted && !s.evicted);
+    assert!(s.is_terminated() && s.is_finished());
+    assert!(!s.is_deleted() && !s.is_evicted());
     assert!(!h.workers().should_pod_content_be_removed(&uid("1")));
     assert!(!h.workers().could_have_running_containers(&uid("1")));
 }
@@ -449,12 +452,12 @@ fn pw_11_terminal_phase_on_first_update_without_cache_entry() {
     }));
     let s = h.status("1");
     assert_eq!(
-        s.terminating_at,
+        s.terminating_at(),
         Some(s.synced_at),
         "terminating from the first update"
     );
-    assert_eq!(s.grace_period_s, 30);
-    assert!(s.terminated_at.is_none(), "not the PW-12 shortcut");
+    assert_eq!(s.grace_period_s(), 30);
+    assert!(s.terminated_at().is_none(), "not the PW-12 shortcut");
     // the failed inspection also fails the first status wait: FailedSync, retry on the timer
     assert!(h
         .commands
@@ -475,7 +478,7 @@ fn pw_11_terminal_phase_on_first_update_without_cache_entry() {
         ],
         "SyncPod is never called"
     );
-    assert!(h.status("1").finished);
+    assert!(h.status("1").is_finished());
     assert!(h.workers().is_pod_known_terminated(&uid("1")));
 }
 
@@ -491,18 +494,18 @@ fn pw_12_terminal_pod_after_restart_only_runs_sync_terminated_pod() {
     let p = pod("1", "p", "ns").phase("Succeeded").build();
     h.update(UpdateType::Create, &p);
     let s = h.status("1");
-    assert_eq!(s.terminating_at, Some(s.synced_at));
-    assert_eq!(s.terminated_at, Some(s.synced_at));
-    assert!(s.started_terminating);
-    assert!(!s.finished);
-    assert!(s.working);
+    assert_eq!(s.terminating_at(), Some(s.synced_at));
+    assert_eq!(s.terminated_at(), Some(s.synced_at));
+    assert!(s.is_termination_started());
+    assert!(!s.is_finished());
+    assert!(s.is_working());
     // never counted as active by admission (issue 105523)
     let pods = [p.clone()];
     assert!(h.node().active_pods(pods.iter()).is_empty());
     h.drain();
     assert_eq!(h.sync_kinds("1"), [WorkType::Terminated]);
-    assert!(h.status("1").finished);
-    assert!(!h.status("1").restart_requested);
+    assert!(h.status("1").is_finished());
+    assert!(!h.status("1").restart_requested());
 
     // A static pod in the same situation finishes without any sync (cleanupUnstartedPod).
     let mut h = Harness::new();
@@ -515,7 +518,7 @@ fn pw_12_terminal_pod_after_restart_only_runs_sync_terminated_pod() {
     h.update(UpdateType::Create, &p);
     h.drain();
     assert!(h.sync_kinds("s").is_empty());
-    assert!(h.status("s").finished);
+    assert!(h.status("s").is_finished());
 }
 
 #[test]
@@ -541,7 +544,7 @@ fn pw_13_restart_requested_with_the_same_uid() {
     let relabelled = pod("1", "p", "ns").static_pod().label("v", "2").build();
     h.update(UpdateType::Create, &relabelled);
     let s = h.status("1");
-    assert!(s.restart_requested);
+    assert!(s.restart_requested());
     assert_eq!(
         s.active_update
             .as_ref()
@@ -557,14 +560,14 @@ fn pw_13_restart_requested_with_the_same_uid() {
         "the create is dropped"
     );
     h.drain();
-    assert!(h.status("1").finished);
+    assert!(h.status("1").is_finished());
     let before = h.sync_calls("1").len();
 
     // Housekeeping purges the history although the pod is still desired, then re-creates it.
     sync_known(&mut h, &["1"]);
     let s = h.status("1");
-    assert!(!s.finished, "a fresh worker");
-    assert!(!s.restart_requested);
+    assert!(!s.is_finished(), "a fresh worker");
+    assert!(!s.restart_requested());
     assert!(h
         .derived_updates()
         .iter()
@@ -613,10 +616,10 @@ fn pw_15_a_create_on_first_sighting_is_not_a_restart_request() {
     let p = pod("1", "p", "ns").phase("Succeeded").build();
     h.update(UpdateType::Create, &p);
     assert!(h.status("1").is_termination_requested());
-    assert!(!h.status("1").restart_requested, "first sighting");
+    assert!(!h.status("1").restart_requested(), "first sighting");
     // the same create again, now that termination is requested, is a restart request
     h.update(UpdateType::Create, &p);
-    assert!(h.status("1").restart_requested);
+    assert!(h.status("1").restart_requested());
 }
 
 #[test]
@@ -633,10 +636,10 @@ fn pw_16_runtime_only_pod_kill() {
     let cmds = h.submit(Event::UpdatePod(UpdatePod::kill_running_pod(running, 1)));
     let s = h.status("1");
     assert_eq!(s.fullname, "orphaned-pod_ns");
-    assert_eq!(s.terminating_at, Some(t));
+    assert_eq!(s.terminating_at(), Some(t));
     assert_eq!(s.synced_at, t);
-    assert_eq!(s.grace_period_s, 1);
-    assert!(s.deleted && s.observed_runtime);
+    assert_eq!(s.grace_period_s(), 1);
+    assert!(s.is_deleted() && s.observed_runtime());
     assert_eq!(
         s.active_update
             .as_ref()
@@ -711,7 +714,7 @@ fn pw_19_runtime_pod_kill_after_termination_is_ignored() {
             h.finish("1", SyncOutcome::Ok);
         }
     }
-    assert!(h.status("1").is_terminated() && !h.status("1").finished);
+    assert!(h.status("1").is_terminated() && !h.status("1").is_finished());
     let n = h.sync_calls("1").len();
     let cmds = h.submit(Event::UpdatePod(UpdatePod::kill_running_pod(
         Arc::new(RunningPod {
@@ -764,8 +767,8 @@ fn pw_21_sync_pod_reporting_terminal_moves_to_terminating() {
     let t = h.now;
     h.finish("1", SyncOutcome::Terminal);
     let s = h.status("1");
-    assert_eq!(s.terminating_at, Some(t));
-    assert!(s.started_terminating);
+    assert_eq!(s.terminating_at(), Some(t));
+    assert!(s.is_termination_started());
     let (_, due) = h.timer(&TimerKey::PodWork { uid: uid("1") }).unwrap();
     assert_eq!(due, t, "Enqueue(uid, 0)");
     h.drain();
@@ -787,7 +790,7 @@ fn pw_22_requeue_timing_after_each_sync() {
         let t = h.now;
         h.finish("1", outcome);
         let (_, due) = h.timer(&TimerKey::PodWork { uid: uid("1") }).unwrap();
-        (ms_between(t, due), h.status("1").working)
+        (ms_between(t, due), h.status("1").is_working())
     };
     let (d, working) = delay_after(SyncOutcome::Terminal);
     assert_eq!(d, 0, "phase transition");
@@ -817,7 +820,7 @@ fn pw_22_requeue_timing_after_each_sync() {
     h.update(UpdateType::Update, &p);
     let cmds = h.finish("1", SyncOutcome::Ok);
     assert!(cmds.iter().any(|c| matches!(c, Command::InspectPod { .. })));
-    assert!(h.status("1").working);
+    assert!(h.status("1").is_working());
 
     // Different pods get different jitter (derived from the record, not a random source).
     let mut seen = BTreeSet::new();
@@ -890,8 +893,8 @@ fn pw_24_a_queued_static_pod_killed_before_start() {
     h.update(UpdateType::Create, &static_pod("4-static"));
     h.kill(&static_pod("3-static"), KillPodOptions::default());
     let s = h.status("3-static");
-    assert!(s.finished && s.is_terminated(), "terminated at once");
-    assert!(!s.working);
+    assert!(s.is_finished() && s.is_terminated(), "terminated at once");
+    assert!(!s.is_working());
     assert!(h.sync_kinds("3-static").is_empty(), "without any sync");
     assert_eq!(
         h.workers().started_static_pods().get("pod1_test1"),
@@ -912,7 +915,7 @@ fn pw_25_a_static_successor_starts_after_its_predecessor_terminates() {
     h.kill(&static_pod("3-static"), KillPodOptions::default());
     h.kill(&static_pod("2-static"), KillPodOptions::default());
     h.drain();
-    assert!(h.status("2-static").finished);
+    assert!(h.status("2-static").is_finished());
     assert!(h.workers().started_static_pods().is_empty());
     h.update(UpdateType::Sync, &static_pod("4-static"));
     h.drain();
@@ -957,7 +960,7 @@ fn pw_26_a_terminating_queued_static_pod_never_blocks_its_successors() {
         h.workers().started_static_pods().get("pod1_test1"),
         Some(&uid("6-static"))
     );
-    assert!(h.status("5-static").finished);
+    assert!(h.status("5-static").is_finished());
     assert!(
         h.sync_kinds("5-static").is_empty(),
         "5 terminates without syncing"
@@ -1037,14 +1040,16 @@ fn pw_29_orphaned_running_pods_are_driven_to_completion() {
     sync_known(&mut h, &[]);
     for u in ["2", "14"] {
         let s = h.status(u);
-        assert_eq!(s.terminating_at, Some(t));
-        assert_eq!(s.grace_period_s, 30, "from the last pod spec");
-        assert!(s.deleted);
+        assert_eq!(s.terminating_at(), Some(t));
+        assert_eq!(s.grace_period_s(), 30, "from the last pod spec");
+        assert!(s.is_deleted());
     }
     h.drain();
     let w = h.workers();
     assert_eq!(w.len(), 2, "finished statuses are kept");
-    assert!(w.statuses().all(|(_, s)| s.finished && !s.worker));
+    assert!(w
+        .statuses()
+        .all(|(_, s)| s.is_finished() && !s.queue.exists()));
     sync_known(&mut h, &[]);
     assert_eq!(h.workers().len(), 0);
 }

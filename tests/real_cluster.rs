@@ -716,8 +716,8 @@ fn a_graceful_delete_kills_with_its_grace_writes_a_terminal_phase_then_deletes_w
         .pod_workers
         .status(&ledgerlet::core::Uid::new(&uid))
         .expect("the worker");
-    assert_eq!(worker.grace_period_s, 7);
-    assert!(worker.deleted);
+    assert_eq!(worker.grace_period_s(), 7);
+    assert!(worker.is_deleted());
     let killed = records.iter().any(|r| {
         matches!(&r.event, LedgerEvent::RuntimeActionFinished(a)
             if matches!(&a.action, RuntimeAction::KillContainer { name, .. } if name == "main")

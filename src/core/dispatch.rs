@@ -220,7 +220,7 @@ impl Node {
     pub fn all_pods_stopped(&self) -> bool {
         self.pod_workers
             .statuses()
-            .all(|(_, s)| s.is_terminated() || (!s.is_started() && !s.observed_runtime))
+            .all(|(_, s)| s.is_terminated() || (!s.is_started() && !s.observed_runtime()))
     }
 
     /// The housekeeping tick: re-arm it and, once sources are ready, reconcile the workers.

@@ -282,7 +282,7 @@ impl Node {
                     c.remove_runtime = self
                         .pod_workers
                         .status(&uid)
-                        .is_some_and(|s| s.deleted || s.evicted)
+                        .is_some_and(|s| s.is_deleted() || s.is_evicted())
                         || self.pod_manager.get(&uid).is_none();
                     None
                 }

@@ -847,7 +847,7 @@ impl FoldObserver {
         let is_static = pod::is_static(p);
         // kubelet_restarted_pods_total: the same UID comes back after its worker finished
         if let Some(s) = node.pod_workers.status(&uid) {
-            if s.finished || s.is_terminated() {
+            if s.is_finished() || s.is_terminated() {
                 self.restarted_pods[usize::from(is_static)] += 1;
             }
             return;

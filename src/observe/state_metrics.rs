@@ -35,7 +35,7 @@ pub fn render_node(node: &Node, out: &mut Text) {
         let terminated = node
             .pod_workers
             .status(uid)
-            .is_some_and(|w| w.finished || w.is_terminated());
+            .is_some_and(|w| w.is_finished() || w.is_terminated());
         let terminal = node
             .statuses
             .get(uid)
@@ -89,7 +89,7 @@ pub fn render_node(node: &Node, out: &mut Text) {
         }
     }
     for (uid, w) in node.pod_workers.statuses() {
-        if !w.worker && w.finished {
+        if !w.queue.exists() && w.is_finished() {
             continue;
         }
         let lifecycle = match w.state() {

@@ -57,7 +57,7 @@ impl PodWorkers {
         let mut candidates: Vec<(Uid, bool)> = Vec::new();
         for (uid, status) in &self.statuses {
             let orphan = desired.seek(uid).is_none();
-            if orphan || status.restart_requested {
+            if orphan || status.restart_requested() {
                 candidates.push((uid.clone(), orphan));
             }
         }
@@ -122,24 +122,28 @@ impl PodWorkers {
         let Some(status) = self.statuses.get_mut(uid) else {
             return true;
         };
-        if !status.finished {
+        if !status.is_finished() {
             if !orphaned {
                 // still known and not finished: wait
                 return false;
             }
             // every orphaned pod is considered deleted
-            status.deleted = true;
-            if !status.is_started() && !status.observed_runtime {
+            if let Some(termination) = status.termination_mut() {
+                termination.deleted = true;
+            }
+            if !status.is_started() && !status.observed_runtime() {
                 // never started: forget it without any sync (falls through)
             } else if !status.is_termination_requested() {
                 // started and running: begin terminating with the last spec's grace period
                 self.phase_log.note(uid, Some(status));
-                status.terminating_at = Some(cx.now);
-                status.grace_period_s =
+                let grace_period_s =
                     match status.active_update.as_ref().and_then(|u| u.pod.as_ref()) {
-                        Some(p) => effective_grace_period(status.grace_period_s, p, None).0,
+                        Some(p) => effective_grace_period(0, p, None).0,
                         None => 1,
                     };
+                let termination = status.request_termination(cx.now);
+                termination.deleted = true;
+                termination.grace_period_s = grace_period_s;
                 self.requeue_last_pod_update(uid);
                 return false;
             } else {

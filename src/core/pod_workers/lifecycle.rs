@@ -6,7 +6,7 @@
 //! Owns the transitions of `WorkerActivity`. Must not run anything: each step emits the
 //! command the Go goroutine would have executed and waits for its outcome record.
 
-use super::status::{PodWork, PodWorkerState, WorkerActivity};
+use super::status::{PodWork, PodWorkerState, WorkerActivity, WorkerQueue};
 use super::{
     notify_kill_waiters, Cx, Failure, PodWorkers, BACKOFF_JITTER_FACTOR, NETWORK_NOT_READY_ERROR,
     RESYNC_JITTER_FACTOR,
@@ -28,10 +28,10 @@ impl PodWorkers {
         let Some(status) = self.statuses.get_mut(uid) else {
             return;
         };
-        if !status.worker || !status.signaled || !status.activity.is_idle() {
+        if status.queue != WorkerQueue::Signaled || !status.activity.is_idle() {
             return;
         }
-        status.signaled = false;
+        status.take_signal();
         self.start_pod_sync(cx, uid);
     }
 
@@ -43,7 +43,7 @@ impl PodWorkers {
         };
         let Some(options) = status.pending_update.take() else {
             // Queued without work: nothing to do.
-            status.working = false;
+            status.settle();
             return;
         };
         let work = PodWork {
@@ -64,7 +64,7 @@ impl PodWorkers {
             // Only a RunningPod and not terminating: cannot ever start (programmer error
             // upstream; unreachable because runtime pods always become terminating).
             status.merge_last_update(&work.options);
-            status.working = false;
+            status.settle();
             return;
         };
         let decision = self.allow_pod_start(cx, &pod);
@@ -77,10 +77,10 @@ impl PodWorkers {
         if !decision.can_start {
             // Put the update back; a later update (or the requeue timer) retries.
             status.pending_update = Some(work.options);
-            status.working = false;
+            status.settle();
             return;
         }
-        status.started_at = Some(cx.now);
+        status.start(cx.now);
         status.merge_last_update(&work.options);
         self.run_work(cx, uid, work);
     }
@@ -170,8 +170,8 @@ impl PodWorkers {
             }),
             WorkType::Terminating | WorkType::TerminatingRuntime => {
                 // acknowledgeTerminating: from here on no container will be started.
-                if status.terminating_at.is_some() {
-                    status.started_terminating = true;
+                if let Some(termination) = status.termination_mut() {
+                    termination.acknowledged = true;
                 }
                 match &options.running_pod {
                     Some(running) => {
@@ -268,11 +268,10 @@ impl PodWorkers {
         let Some(status) = self.statuses.get_mut(uid) else {
             return;
         };
-        if status.terminating_at.is_none() {
+        if !status.is_termination_requested() {
             self.phase_log.note(uid, Some(status));
-            status.terminating_at = Some(cx.now);
         }
-        status.started_terminating = true;
+        status.request_termination(cx.now).acknowledged = true;
         self.requeue_last_pod_update(uid);
     }
 
@@ -283,7 +282,7 @@ impl PodWorkers {
             return;
         };
         self.phase_log.note(uid, Some(status));
-        status.terminated_at = Some(cx.now);
+        status.mark_terminated(cx.now);
         let waiters = std::mem::take(&mut status.notify_post_terminating);
         status.status_post_terminating.clear();
         notify_kill_waiters(cx, uid, waiters, false);
@@ -297,22 +296,19 @@ impl PodWorkers {
             return;
         };
         self.phase_log.note(uid, Some(&status));
-        status.worker = false;
+        status.queue = WorkerQueue::Absent;
         let waiters = std::mem::take(&mut status.notify_post_terminating);
         notify_kill_waiters(cx, uid, waiters, false);
         self.release_static_slot(&status.fullname, uid);
     }
 
     /// `completeTerminated`: the pod is finished; the worker stops.
-    fn complete_terminated(&mut self, _cx: &mut Cx<'_>, uid: &Uid) {
+    fn complete_terminated(&mut self, cx: &mut Cx<'_>, uid: &Uid) {
         let Some(status) = self.statuses.get_mut(uid) else {
             return;
         };
         self.phase_log.note(uid, Some(status));
-        status.worker = false;
-        status.signaled = false;
-        status.finished = true;
-        status.working = false;
+        status.mark_finished(cx.now);
         let fullname = status.fullname.clone();
         self.release_static_slot(&fullname, uid);
     }
@@ -323,11 +319,7 @@ impl PodWorkers {
             return;
         };
         self.phase_log.note(uid, Some(status));
-        status.worker = false;
-        status.signaled = false;
-        status.finished = true;
-        status.working = false;
-        status.terminated_at = Some(cx.now);
+        status.mark_finished(cx.now);
         let waiters = std::mem::take(&mut status.notify_post_terminating);
         let fullname = status.fullname.clone();
         notify_kill_waiters(cx, uid, waiters, false);
@@ -379,9 +371,9 @@ impl PodWorkers {
         );
         if let Some(status) = self.statuses.get_mut(uid) {
             if status.pending_update.is_some() {
-                status.signaled = true;
+                status.signal();
             } else {
-                status.working = false;
+                status.settle();
             }
         }
         self.pump(cx, uid);
@@ -399,7 +391,6 @@ impl PodWorkers {
             return;
         };
         status.pending_update = Some(active);
-        status.working = true;
-        status.signaled = true;
+        status.signal();
     }
 }

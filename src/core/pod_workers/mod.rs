@@ -34,7 +34,9 @@ use serde::{Deserialize, Serialize};
 pub use grace::effective_grace_period;
 pub use known_pods::PodWorkerSync;
 pub use phase_log::{worker_phase, PhaseChange, PhaseLog, WorkerPhase};
-pub use status::{PodSyncStatus, PodWork, PodWorkerState, WorkerActivity};
+pub use status::{
+    Lifecycle, PodSyncStatus, PodWork, PodWorkerState, Termination, WorkerActivity, WorkerQueue,
+};
 
 use super::command::{Command, EventType, KubeEvent, ObjectRef};
 use super::config::CoreConfig;
@@ -206,9 +208,8 @@ impl PodWorkers {
                 if pod::has_terminal_phase(p) {
                     if let Ok(cached) = cx.runtime.get(&uid) {
                         if cached.is_terminal() {
-                            status.terminating_at = Some(now);
-                            status.terminated_at = Some(now);
-                            status.started_terminating = true;
+                            status.request_termination(now).acknowledged = true;
+                            status.mark_terminated(now);
                         }
                     }
                 }
@@ -221,7 +222,6 @@ impl PodWorkers {
         // A runtime pod update uses the most recent config pod if there is one; once
         // observed in the runtime, the pod must be driven to completion.
         let decision_pod: Arc<Pod> = if is_runtime_pod {
-            status.observed_runtime = true;
             let known = status
                 .pending_update
                 .as_ref()
@@ -251,8 +251,9 @@ impl PodWorkers {
             && status.is_termination_requested()
             && options.update_type == UpdateType::Create
         {
-            if !status.restart_requested {
-                status.restart_requested = true;
+            let termination = status.termination_mut().expect("termination requested");
+            if !termination.restart_requested {
+                termination.restart_requested = true;
                 // SyncKnownPods' candidates include restart requests (housekeeping memo)
                 self.statuses.touch();
             }
@@ -260,7 +261,10 @@ impl PodWorkers {
         }
 
         // Once finished, a UID never re-enters the workers until it is purged.
-        if status.finished {
+        if status.is_finished() {
+            if is_runtime_pod {
+                status.request_termination(now).observed_runtime = true;
+            }
             let waiter = wants_notification(&options, request_seq);
             notify_kill_waiters(cx, &uid, waiter.into_iter().collect(), false);
             return;
@@ -270,20 +274,23 @@ impl PodWorkers {
         let mut became_terminating = false;
         if !status.is_termination_requested() {
             let kill = options.update_type == UpdateType::Kill;
-            if is_runtime_pod || pod::is_deleted(&decision_pod) {
-                status.deleted = true;
-                became_terminating = true;
-            } else if pod::has_terminal_phase(&decision_pod) {
-                became_terminating = true;
-            } else if kill {
-                if options.kill.as_ref().is_some_and(|k| k.evict) {
-                    status.evicted = true;
-                }
-                became_terminating = true;
-            }
+            let deleted = is_runtime_pod || pod::is_deleted(&decision_pod);
+            let evicted = !deleted
+                && !pod::has_terminal_phase(&decision_pod)
+                && kill
+                && options.kill.as_ref().is_some_and(|k| k.evict);
+            became_terminating = deleted || pod::has_terminal_phase(&decision_pod) || kill;
             if became_terminating {
                 self.phase_log.note(&uid, Some(status));
-                status.terminating_at = Some(now);
+                let termination = status.request_termination(now);
+                termination.deleted = deleted;
+                termination.evicted = evicted;
+            }
+        }
+        if is_runtime_pod {
+            // once observed in the runtime, the pod must be driven to completion
+            if let Some(termination) = status.termination_mut() {
+                termination.observed_runtime = true;
             }
         }
 
@@ -313,9 +320,11 @@ impl PodWorkers {
                 status.status_post_terminating.push((**s).clone());
             }
             let (grace, shortened) =
-                effective_grace_period(status.grace_period_s, &decision_pod, Some(kill));
+                effective_grace_period(status.grace_period_s(), &decision_pod, Some(kill));
             grace_shortened = shortened;
-            status.grace_period_s = grace;
+            if let Some(termination) = status.termination_mut() {
+                termination.grace_period_s = grace;
+            }
             kill.grace_period_override_s = Some(grace);
         } else if options.kill.is_some() {
             // Kill options are not valid outside termination.
@@ -325,8 +334,8 @@ impl PodWorkers {
         }
 
         // Start the worker if there is none; static pods queue for their full name.
-        if !status.worker {
-            status.worker = true;
+        if !status.queue.exists() {
+            status.queue = WorkerQueue::Idle;
             if pod::is_static(&decision_pod) {
                 self.waiting_to_start_static_pods_by_fullname
                     .entry(status.fullname.clone())
@@ -345,8 +354,7 @@ impl PodWorkers {
         }
 
         status.pending_update = Some(options);
-        status.working = true;
-        status.signaled = true;
+        status.signal();
 
         if became_terminating || grace_shortened {
             self.cancel_current_sync(cx, &uid);

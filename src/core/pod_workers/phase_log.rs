@@ -51,11 +51,11 @@ impl WorkerPhase {
 pub fn worker_phase(status: Option<&PodSyncStatus>) -> (WorkerPhase, Option<Time>) {
     match status {
         None => (WorkerPhase::None, None),
-        Some(s) if s.finished => (WorkerPhase::Finished, s.terminated_at),
+        Some(s) if s.is_finished() => (WorkerPhase::Finished, s.terminated_at()),
         Some(s) => match s.state() {
             PodWorkerState::Sync => (WorkerPhase::Sync, Some(s.synced_at)),
-            PodWorkerState::Terminating => (WorkerPhase::Terminating, s.terminating_at),
-            PodWorkerState::Terminated => (WorkerPhase::Terminated, s.terminated_at),
+            PodWorkerState::Terminating => (WorkerPhase::Terminating, s.terminating_at()),
+            PodWorkerState::Terminated => (WorkerPhase::Terminated, s.terminated_at()),
         },
     }
 }

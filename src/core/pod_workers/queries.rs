@@ -33,7 +33,7 @@ impl PodWorkers {
     /// once the workers have synced.
     pub fn should_pod_be_finished(&self, uid: &Uid) -> bool {
         match self.statuses.get(uid) {
-            Some(s) => s.finished,
+            Some(s) => s.is_finished(),
             None => self.pods_synced,
         }
     }
@@ -66,7 +66,7 @@ impl PodWorkers {
     /// synced.
     pub fn should_pod_content_be_removed(&self, uid: &Uid) -> bool {
         match self.statuses.get(uid) {
-            Some(s) => s.evicted || (s.deleted && s.is_terminated()),
+            Some(s) => s.is_evicted() || (s.is_deleted() && s.is_terminated()),
             None => self.pods_synced,
         }
     }

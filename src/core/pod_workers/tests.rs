@@ -7,7 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::status::{PodSyncStatus, WorkerActivity};
+use super::status::{PodSyncStatus, WorkerActivity, WorkerQueue};
 use super::{Cx, PodWorkers};
 use crate::core::command::Command;
 use crate::core::config::CoreConfig;
@@ -70,7 +70,7 @@ fn status(fullname: &str) -> PodSyncStatus {
 
 fn terminating(fullname: &str) -> PodSyncStatus {
     let mut s = status(fullname);
-    s.terminating_at = Some(Time::from_unix_secs(2));
+    s.request_termination(Time::from_unix_secs(2));
     s
 }
 
@@ -254,30 +254,31 @@ fn pw_30_remove_terminated_worker_table() {
     }
     let finished = {
         let mut s = status("foo_");
-        s.finished = true;
+        s.mark_finished(Time::from_unix_secs(2));
         s
     };
     let started = {
         let mut s = status("foo_");
-        s.started_at = Some(Time::from_unix_secs(2));
+        s.queue = WorkerQueue::Idle;
+        s.start(Time::from_unix_secs(2));
         s.active_update = Some(update("1"));
         s
     };
     let terminating_with_active = {
         let mut s = started.clone();
-        s.terminating_at = Some(Time::from_unix_secs(3));
+        s.request_termination(Time::from_unix_secs(3));
         s
     };
     let terminated_with_pending = {
         let mut s = terminating_with_active.clone();
-        s.terminated_at = Some(Time::from_unix_secs(4));
+        s.mark_terminated(Time::from_unix_secs(4));
         s.pending_update = Some(UpdatePod::for_pod(UpdateType::Kill, pod("1", false)));
         s
     };
     let terminating_no_active = {
         let mut s = status("foo_");
-        s.started_at = Some(Time::from_unix_secs(2));
-        s.terminating_at = Some(Time::from_unix_secs(3));
+        s.start(Time::from_unix_secs(2));
+        s.request_termination(Time::from_unix_secs(3));
         s
     };
     let cases = vec![
@@ -300,7 +301,7 @@ fn pw_30_remove_terminated_worker_table() {
             status: started.clone(),
             orphaned: false,
             removed: false,
-            check: |s| assert!(s.terminating_at.is_none()),
+            check: |s| assert!(s.terminating_at().is_none()),
         },
         Case {
             name: "orphan never started, no runtime",
@@ -315,10 +316,10 @@ fn pw_30_remove_terminated_worker_table() {
             orphaned: true,
             removed: false,
             check: |s| {
-                assert_eq!(s.terminating_at, Some(Time::from_unix_secs(100)));
-                assert!(s.deleted);
-                assert_eq!(s.grace_period_s, 1, "no spec grace: 1");
-                assert!(s.pending_update.is_some() && s.working && s.signaled);
+                assert_eq!(s.terminating_at(), Some(Time::from_unix_secs(100)));
+                assert!(s.is_deleted());
+                assert_eq!(s.grace_period_s(), 1, "no spec grace: 1");
+                assert!(s.pending_update.is_some() && s.queue == WorkerQueue::Signaled);
             },
         },
         Case {
@@ -331,7 +332,7 @@ fn pw_30_remove_terminated_worker_table() {
                     s.pending_update, s.active_update,
                     "pending = copy of active"
                 );
-                assert!(s.working && s.signaled, "one signal");
+                assert_eq!(s.queue, WorkerQueue::Signaled, "one signal");
             },
         },
         Case {
@@ -352,7 +353,11 @@ fn pw_30_remove_terminated_worker_table() {
             orphaned: true,
             removed: false,
             check: |s| {
-                assert!(s.pending_update.is_none() && !s.working && !s.signaled);
+                assert!(
+                    s.pending_update.is_none()
+                        && !s.is_working()
+                        && s.queue != WorkerQueue::Signaled
+                );
             },
         },
     ];
