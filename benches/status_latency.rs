@@ -1,5 +1,5 @@
 //! `status_latency`: from a container's exit to its terminated status being visible in
-//! `/pods`, with the evented PLEG (issue 3 target: median ≤ 50 ms; the kubelet's generic PLEG
+//! `/pods`, with the evented PLEG (target: median ≤ 50 ms; the kubelet's generic PLEG
 //! adds up to 1 s of relist plus about 1 s of pod-cache wait).
 //!
 //! It runs the real `ledgerlet run` binary on the embedded runtime with pods whose single

@@ -110,7 +110,10 @@ struct Daemon {
     /// Scrubs secret values from every input before it is appended.
     redactor: Redactor,
     /// Fault injection for the flight recorder's tests: panic, holding the engine lock,
-    /// when a record of this kind is appended (`LEDGERLET_FAULT_PANIC_ON_KIND`).
+    /// when a record of this kind is appended (`LEDGERLET_FAULT_PANIC_ON_KIND`). Only in
+    /// builds with the `fault-injection` feature, which the tests turn on; never in a
+    /// release binary.
+    #[cfg(feature = "fault-injection")]
     panic_on_kind: Option<String>,
 }
 
@@ -125,6 +128,7 @@ impl Daemon {
     fn submit(&self, input: Input) -> Vec<Emitted> {
         let event = self.redactor.redact(input.event);
         let mut engine = self.engine.lock().expect("engine");
+        #[cfg(feature = "fault-injection")]
         if self.panic_on_kind.as_deref() == Some(event.kind()) {
             panic!(
                 "fault injection: LEDGERLET_FAULT_PANIC_ON_KIND={}",
@@ -446,6 +450,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         report: report.clone(),
         cluster,
         redactor,
+        #[cfg(feature = "fault-injection")]
         panic_on_kind: std::env::var("LEDGERLET_FAULT_PANIC_ON_KIND").ok(),
     };
 

@@ -1,4 +1,4 @@
-//! Issue 7 acceptance: ledgerlet against a real containerd 1.6 + runc, through the real
+//! Ledgerlet against a real containerd 1.6 + runc, through the real
 //! binary and its CRI client. One private containerd serves this test binary
 //! (`tests/support/containerd.rs`); every test runs its own agent with its own node name and
 //! removes its pods when it ends. Without containerd the tests are skipped, except under

@@ -1,4 +1,4 @@
-//! The core is pure (ARCHITECTURE.md; issue 2): nothing under `src/core/` does I/O, reads a
+//! The core is pure (ARCHITECTURE.md): nothing under `src/core/` does I/O, reads a
 //! clock, uses randomness, spawns, keeps process-wide mutable state, or uses a hash map
 //! (whose iteration order could reach commands, events or exported state). This test reads
 //! every source file under `src/core/` and fails on any use of the APIs that would do so,

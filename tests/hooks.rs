@@ -1,4 +1,4 @@
-//! Issue 6 acceptance, lifecycle hooks: preStop before SIGTERM within the grace period, a
+//! Lifecycle hooks: preStop before SIGTERM within the grace period, a
 //! sleeping preStop cut short when the grace period is shortened (a second, shorter DELETE
 //! through a real kube-apiserver), and a failing postStart that kills and restarts the
 //! container. Real processes on the embedded runtime; order and times from the ledger and

@@ -499,7 +499,7 @@ fn pw_12_terminal_pod_after_restart_only_runs_sync_terminated_pod() {
     assert!(s.is_termination_started());
     assert!(!s.is_finished());
     assert!(s.is_working());
-    // never counted as active by admission (issue 105523)
+    // never counted as active by admission (kubernetes/kubernetes#105523)
     let pods = [p.clone()];
     assert!(h.node().active_pods(pods.iter()).is_empty());
     h.drain();

@@ -1,4 +1,4 @@
-//! Issue 8 acceptance, the agent side: export over the ledger stream, and the flight
+//! Postmortems, the agent side: export over the ledger stream, and the flight
 //! recorder on SIGQUIT, on a panic and on a fatal error. Everything runs the real binary
 //! with the embedded runtime; files are read back with the library's replay.
 

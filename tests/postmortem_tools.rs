@@ -1,4 +1,4 @@
-//! Issue 8 acceptance, the offline tools: `replay --verify` passes on ledgers of real runs
+//! Postmortems, the offline tools: `replay --verify` passes on ledgers of real runs
 //! and fails on an edited one; `explain` on a crash-loop ledger names the causing records
 //! (restarts with their exits and back-offs) and on a cluster ledger the failed status
 //! writes; `diff` shows what changed in a pod between two records.

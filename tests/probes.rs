@@ -1,4 +1,4 @@
-//! Issue 6 acceptance: liveness, readiness and startup probes (exec, HTTP, TCP, gRPC) on the
+//! Liveness, readiness and startup probes (exec, HTTP, TCP, gRPC) on the
 //! embedded runtime, with real processes and sockets, driven through the real `ledgerlet
 //! run` binary. The probe targets are `ledgerlet-probe-target` processes (built from this
 //! repository). Periods are 1 s; every assertion about counts and order reads the ledger.

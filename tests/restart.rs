@@ -1,4 +1,4 @@
-//! Issue 8 acceptance: the durable ledger across an agent restart. Pods run on a separately
+//! The durable ledger across an agent restart. Pods run on a separately
 //! started `ledgerlet runtime serve`, so they survive when the agent is killed with SIGKILL.
 //! The restarted agent, on the same `--ledger-dir`, continues the seq, adopts the running
 //! containers (none is started twice), keeps the completed job completed, reports correct

@@ -1,4 +1,4 @@
-//! Issue 3 acceptance: static pods run as real processes on the embedded runtime over a real
+//! Static pods run as real processes on the embedded runtime over a real
 //! CRI socket, driven through the real `ledgerlet run` binary and observed through its HTTP
 //! endpoints and ledger. Timings are shortened with flags (CrashLoopBackOff starts at 1 s
 //! here; the pure core pins the 10 s default), and every timing assertion reads the times

@@ -1,4 +1,4 @@
-//! Issue 8 acceptance, streaming: `ledgerlet.v1.Ledger/Watch` over a real unix socket (and
+//! Streaming: `ledgerlet.v1.Ledger/Watch` over a real unix socket (and
 //! loopback TCP), `ledgerlet ledger tail` with its filters and `--follow`, and
 //! `/debug/ledger?follow=true`. A follower that stops reading never slows the fold; when it
 //! falls behind retention it is told which records it missed and where it resumes.
