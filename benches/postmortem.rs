@@ -20,8 +20,8 @@ use ledgerlet::core::Node;
 use ledgerlet::ledger::codec::write_record;
 use ledgerlet::ledger::export::{write_export, ExportWriter};
 use ledgerlet::ledger::{Ledger, LedgerConfig, Record};
-use ledgerlet::replay::ahead::{DecodeAhead, Decoded};
-use ledgerlet::replay::replay;
+use ledgerlet::postmortem::replay::ahead::{DecodeAhead, Decoded};
+use ledgerlet::postmortem::replay::replay;
 use ledgerlet::sim::scenarios::busy_node;
 
 /// CPU seconds of `clock` (the process, or the calling thread).

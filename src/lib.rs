@@ -15,8 +15,6 @@ pub mod ledger;
 pub mod observe;
 pub mod postmortem;
 pub mod prehashed;
-pub mod replay;
-pub mod restarts;
 pub mod runtime;
 pub mod shell;
 pub mod sim;

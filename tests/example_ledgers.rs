@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
-use ledgerlet::replay::{render_table, replay};
+use ledgerlet::postmortem::replay::{render_table, replay};
 use ledgerlet::sim::scenarios::static_pods_example;
 
 const EXAMPLE: &str = "examples/ledgers/static-pods.ndjson";

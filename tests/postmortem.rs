@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use ledgerlet::core::Node;
 use ledgerlet::ledger::export::open_file;
 use ledgerlet::ledger::{Line, Reader};
-use ledgerlet::replay::{replay, Until};
+use ledgerlet::postmortem::replay::{replay, Until};
 use support::agent::{cli, Agent};
 
 fn sleeper(name: &str) -> String {

@@ -715,9 +715,9 @@ fn a_deleted_pod_turns_not_ready_before_its_containers_stop_and_is_not_killed_by
     assert!(pinned < exited.seq);
     // replayed to just before the exit was seen: the pod is not Ready any more
     let text = agent.ledger_text();
-    let before_exit = ledgerlet::replay::replay(
+    let before_exit = ledgerlet::postmortem::replay::replay(
         text.as_bytes(),
-        Some(ledgerlet::replay::Until::Seq(exited.seq - 1)),
+        Some(ledgerlet::postmortem::replay::Until::Seq(exited.seq - 1)),
     )
     .unwrap();
     let status = before_exit

@@ -706,9 +706,9 @@ fn a_graceful_delete_kills_with_its_grace_writes_a_terminal_phase_then_deletes_w
         .find(|r| matches!(&r.event, LedgerEvent::PodDeleted(_)))
         .expect("the deletion reached the node")
         .seq;
-    let replayed = ledgerlet::replay::replay(
+    let replayed = ledgerlet::postmortem::replay::replay(
         agent.ledger_text().as_bytes(),
-        Some(ledgerlet::replay::Until::Seq(deleted_at + 1)),
+        Some(ledgerlet::postmortem::replay::Until::Seq(deleted_at + 1)),
     )
     .unwrap();
     let worker = replayed

@@ -206,9 +206,9 @@ fn sigkill_and_restart_on_the_same_ledger_dir_continues_the_seq_and_adopts_the_p
         export.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let replayed = ledgerlet::replay::replay(
+    let replayed = ledgerlet::postmortem::replay::replay(
         ledgerlet::ledger::export::open_file(&export).unwrap(),
-        Some(ledgerlet::replay::Until::Seq(state.last_seq)),
+        Some(ledgerlet::postmortem::replay::Until::Seq(state.last_seq)),
     )
     .unwrap();
     assert_eq!(replayed.node, state);
@@ -224,9 +224,9 @@ fn sigkill_and_restart_on_the_same_ledger_dir_continues_the_seq_and_adopts_the_p
     for name in ["web", "api", "job"] {
         assert_eq!(starts_of(&all, name, &uid_of), 1, "{name} started once");
     }
-    let replayed = ledgerlet::replay::replay(
+    let replayed = ledgerlet::postmortem::replay::replay(
         ledgerlet::ledger::durable::open_dir(&ledger_dir).unwrap(),
-        Some(ledgerlet::replay::Until::Seq(state.last_seq)),
+        Some(ledgerlet::postmortem::replay::Until::Seq(state.last_seq)),
     )
     .unwrap();
     assert_eq!(replayed.base_seq, 0);

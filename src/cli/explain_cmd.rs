@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::ledger::filter::PodSelector;
+use crate::postmortem::replay::Until;
 use crate::postmortem::{diff, explain, progress};
-use crate::replay::Until;
 
 #[derive(Args, Debug)]
 pub struct ExplainArgs {

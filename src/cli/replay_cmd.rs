@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
-use crate::replay::{render_json, render_table, replay, PodFilter, Until};
+use crate::postmortem::replay::{render_json, render_table, replay, PodFilter, Until};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Format {

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::core::{pod, Node, Uid};
 use crate::ledger::filter::{PodSelector, RecordFilter};
 use crate::ledger::Time;
-use crate::replay::{replay_with, Fold, ReplayError, Until};
+use crate::postmortem::replay::{replay_with, Fold, ReplayError, Until};
 
 /// Why a diff could not be made.
 #[derive(Debug, thiserror::Error)]

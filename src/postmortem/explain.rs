@@ -10,7 +10,7 @@
 //! backed by records, and what the ledger does not say is not said.
 //!
 //! A probe-caused kill is explained with the `ProbeResult` verdict and the failed
-//! `ProbeFinished` runs behind it, as `replay --pod` shows them (`crate::restarts`).
+//! `ProbeFinished` runs behind it, as `replay --pod` shows them (`crate::postmortem::restarts`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -26,7 +26,7 @@ use crate::ledger::event::{
 };
 use crate::ledger::filter::{PodSelector, RecordFilter};
 use crate::ledger::{Event, Record, Time};
-use crate::replay::{replay_with, Fold, ReplayError, Until};
+use crate::postmortem::replay::{replay_with, Fold, ReplayError, Until};
 
 use super::diff::resolve;
 
@@ -77,7 +77,7 @@ struct Facts {
     backoffs: Vec<(u64, Time, Time)>,
     backoff_fired: Vec<u64>,
     /// Container kills with the probe verdicts behind them.
-    kill_log: crate::restarts::KillLog,
+    kill_log: crate::postmortem::restarts::KillLog,
     statuses: Vec<StatusVersion>,
     last_version: u64,
     status_syncs: u64,

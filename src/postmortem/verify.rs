@@ -20,7 +20,7 @@ use std::io::BufRead;
 use crate::core::timers::TimerKey;
 use crate::core::{Command, Uid};
 use crate::ledger::{Event, Record};
-use crate::replay::{replay_with, Fold, ReplayError, Until};
+use crate::postmortem::replay::{replay_with, Fold, ReplayError, Until};
 
 /// Causes whose commands are remembered at most (the oldest are forgotten first).
 pub const MAX_REMEMBERED_CAUSES: usize = 1_000_000;

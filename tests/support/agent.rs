@@ -332,9 +332,9 @@ impl Agent {
     pub fn assert_ledger_replays_to_state(&self) {
         let state = self.state();
         let text = self.ledger_text();
-        let replayed = ledgerlet::replay::replay(
+        let replayed = ledgerlet::postmortem::replay::replay(
             text.as_bytes(),
-            Some(ledgerlet::replay::Until::Seq(state.last_seq)),
+            Some(ledgerlet::postmortem::replay::Until::Seq(state.last_seq)),
         )
         .expect("the ledger replays");
         assert_eq!(
@@ -348,7 +348,7 @@ impl Agent {
         // and the node did what its code says: every caused record is explained
         let v = ledgerlet::postmortem::verify::verify(
             text.as_bytes(),
-            Some(ledgerlet::replay::Until::Seq(state.last_seq)),
+            Some(ledgerlet::postmortem::replay::Until::Seq(state.last_seq)),
         )
         .expect("the ledger verifies");
         assert!(

@@ -356,7 +356,7 @@ fn probe_records_replay_to_the_same_state() {
     for r in fx.records() {
         crate::ledger::codec::write_record(&mut text, &r).unwrap();
     }
-    let replayed = crate::replay::replay(&text[..], None).unwrap();
+    let replayed = crate::postmortem::replay::replay(&text[..], None).unwrap();
     assert_eq!(&replayed.node, fx.node());
     assert!(fx
         .records()

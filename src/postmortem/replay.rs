@@ -114,7 +114,7 @@ pub struct Replayed {
     /// The seq the replay started after (the snapshot's seq, or 0).
     pub base_seq: u64,
     /// Container kills and the probe records behind them, from the records folded.
-    pub kills: crate::restarts::KillLog,
+    pub kills: crate::postmortem::restarts::KillLog,
 }
 
 /// Folds the ledger read from `input` until `until` (or the end).
@@ -371,7 +371,7 @@ pub struct PodKills<'a> {
     /// `namespace/name`, if known.
     pub pod: Option<&'a str>,
     /// The kills, oldest first.
-    pub kills: &'a [crate::restarts::Kill],
+    pub kills: &'a [crate::postmortem::restarts::Kill],
 }
 
 /// The pods `filter` selects (as workers, or as pods with recorded kills), with their kills.
@@ -501,7 +501,7 @@ pub fn render_table(r: &Replayed, filter: Option<&PodFilter>) -> String {
                 p.pod.unwrap_or("?"),
                 p.uid
             );
-            out.push_str(&crate::restarts::render(p.kills, "  "));
+            out.push_str(&crate::postmortem::restarts::render(p.kills, "  "));
         }
     }
     out

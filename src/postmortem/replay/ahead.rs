@@ -14,7 +14,7 @@ use std::thread::{Scope, ScopedJoinHandle};
 
 use crate::core::Node;
 use crate::ledger::{DecodeError, Line, Reader, Record, Snapshot};
-use crate::restarts::KillLog;
+use crate::postmortem::restarts::KillLog;
 
 use super::Until;
 
@@ -155,7 +155,7 @@ fn decode(
 mod tests {
     use super::*;
     use crate::ledger::codec::write_record;
-    use crate::replay::{replay, Until};
+    use crate::postmortem::replay::{replay, Until};
 
     #[test]
     fn replay_in_batches_stops_where_asked_and_keeps_the_kill_log_of_what_it_folded() {
