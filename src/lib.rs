@@ -11,6 +11,7 @@ pub mod cri;
 pub mod daemon;
 pub mod engine;
 pub mod error_chain;
+pub mod http_server;
 pub mod ledger;
 pub mod observe;
 pub mod postmortem;

@@ -1,8 +1,8 @@
-//! Observability: OpenTelemetry traces (fold, command, CRI and status spans), Prometheus
-//! metrics with the kubelet's names, and the node's HTTP server.
+//! Observability: OpenTelemetry traces (fold, command, CRI and status spans) and Prometheus
+//! metrics with the kubelet's names.
 //!
-//! Owns metric names, span shapes, trace propagation and the HTTP endpoints. Must not
-//! influence decisions: everything here is a side channel the core never reads.
+//! Owns metric names, span shapes and trace propagation (`http_server` serves the metrics).
+//! Must not influence decisions: everything here is a side channel the core never reads.
 
 pub mod clock;
 pub mod command;
@@ -12,7 +12,6 @@ pub mod exposition;
 pub mod fasthash;
 pub mod fold;
 pub mod grpc;
-pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod otel;

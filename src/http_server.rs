@@ -1,6 +1,6 @@
 //! The node's HTTP server (the kubelet's read-only port, plus ledgerlet's debug endpoints).
 //!
-//! Owns `/healthz`, `/metrics` (see `metrics`), `/metrics/probes`, `/pods`, `/debug/ledger`
+//! Owns `/healthz`, `/metrics` (see `observe::metrics`), `/metrics/probes`, `/pods`, `/debug/ledger`
 //! (NDJSON; `?since=SEQ`, `?pod=UID|NAMESPACE/NAME`, `?kind=K1,K2`, `?follow=true`),
 //! `/debug/state` and `/debug/events`. Must not hold the engine lock while writing a response: it copies what it needs (records are
 //! shared `Arc`s) and serialises outside the lock, so a slow client never slows the fold.
@@ -79,17 +79,17 @@ async fn healthz(State(s): State<HttpState>) -> Response {
 /// `/metrics`: what the `metrics` facade recorded, then what the engine keeps itself (fold
 /// statistics, pod gauges, the ledger; copied under a short lock), then the process metrics.
 async fn metrics(State(s): State<HttpState>) -> Response {
-    let mut text = super::exposition::Text(s.prometheus.render());
+    let mut text = crate::observe::exposition::Text(s.prometheus.render());
     if !text.0.is_empty() && !text.0.ends_with('\n') {
         text.0.push('\n');
     }
     {
         let engine = s.engine.lock().expect("engine");
         engine.observer().render(&mut text);
-        super::state_metrics::render_node(engine.node(), &mut text);
-        super::state_metrics::render_ledger(&engine.ledger().stats(), &mut text);
+        crate::observe::state_metrics::render_node(engine.node(), &mut text);
+        crate::observe::state_metrics::render_ledger(&engine.ledger().stats(), &mut text);
     }
-    super::state_metrics::render_process(&mut text);
+    crate::observe::state_metrics::render_process(&mut text);
     (
         [(
             header::CONTENT_TYPE,
@@ -106,7 +106,7 @@ async fn probe_metrics() -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        super::probe_metrics::render(),
+        crate::observe::probe_metrics::render(),
     )
         .into_response()
 }
