@@ -300,9 +300,24 @@ async fn shutdown_signal() -> &'static str {
     }
 }
 
+/// The engine, shared by the daemon, the HTTP server and the ledger stream, with the fold
+/// observer when tracing is on and the flight recorder installed; and the `AgentRestarted`
+/// record to append when the durable ledger holds a previous lifetime.
+fn start_engine(opts: &RunOptions) -> anyhow::Result<(Arc<Mutex<Engine>>, Option<AgentRestarted>)> {
+    let (mut engine, restarted) = load_engine(opts)?;
+    if let Some(t) = crate::observe::otel::global() {
+        engine.set_observer(crate::observe::fold::FoldObserver::new(Some(
+            t.fold_tracer(),
+        )));
+    }
+    let engine = Arc::new(Mutex::new(engine));
+    crate::postmortem::flight_recorder::install(engine.clone(), &opts.root_dir);
+    Ok((engine, restarted))
+}
+
 /// The engine: fresh, or continuing the durable ledger (then with the `AgentRestarted`
 /// record to append when the ledger holds a previous lifetime).
-fn start_engine(opts: &RunOptions) -> anyhow::Result<(Engine, Option<AgentRestarted>)> {
+fn load_engine(opts: &RunOptions) -> anyhow::Result<(Engine, Option<AgentRestarted>)> {
     let Some(cfg) = &opts.durable else {
         return Ok((Engine::new(opts.ledger.clone()), None));
     };
@@ -341,8 +356,74 @@ fn start_engine(opts: &RunOptions) -> anyhow::Result<(Engine, Option<AgentRestar
     ))
 }
 
-/// Runs the agent until SIGTERM or SIGINT.
+/// Runs the agent until SIGTERM or SIGINT (or SIGQUIT, which stops it without stopping
+/// pods). The steps, in order, each a function below.
 pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
+    prepare_directories(&opts)?;
+    let prometheus = crate::observe::metrics::install();
+    metrics::gauge!("kubelet_node_name", "node" => opts.node_name.clone()).set(1.0);
+    let runtime = connect_runtime(&opts).await?;
+    let cluster = join_cluster(&opts).await?;
+    let (report, mut inbox) = Report::channel(opts.inbox_capacity);
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (engine, restarted) = start_engine(&opts)?;
+    let (daemon, timer_arms) =
+        Daemon::new(&opts, engine.clone(), &runtime.cri, cluster, report.clone());
+    daemon.apply_config(&opts, &runtime.version, restarted)?;
+    tokio::spawn(timers::run(timer_arms, report.clone()));
+    let addr = SocketAddr::new(opts.address, opts.read_only_port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (--address/--read-only-port)"))?;
+    let bound = listener.local_addr()?;
+    daemon.observe_machine(&opts, &runtime.version, bound.port());
+    let health = Arc::new(PlegHealth::new(&opts.pleg));
+    start_sources(&opts, &daemon, &runtime.cri, &health, &report, &shutdown_rx);
+    let ledger_stream = serve_ledger_stream(&opts, &engine, &shutdown_rx).await?;
+    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /pods, /debug/ledger, /debug/state");
+    let state = HttpState {
+        engine: engine.clone(),
+        events: daemon.events.clone(),
+        pleg: health,
+        prometheus,
+    };
+    let server = tokio::spawn(serve_http(listener, state, shutdown_rx.clone()));
+
+    let stopped = daemon.run_until_signal(&opts, &mut inbox).await;
+
+    // shutdown: sources and servers stop, the ledger is flushed, the runtime goes last
+    let _ = shutdown_tx.send(true);
+    let _ = server.await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), ledger_stream.task).await;
+    let _ = std::fs::remove_file(&ledger_stream.socket);
+    {
+        let mut engine = engine.lock().expect("engine");
+        // the last record's turn ends and its span goes to the export queue, which the
+        // tracing pipeline flushes on exit
+        engine.idle();
+        engine.flush_durable(Duration::from_secs(5));
+    }
+    if let Some(rt) = runtime.embedded {
+        rt.shutdown()
+            .await
+            .context("the embedded runtime did not shut down cleanly")?;
+    }
+    match stopped {
+        Stopped::Normally => Ok(()),
+        Stopped::Quit(recording) => Err(Quit(recording).into()),
+    }
+}
+
+/// How the main loop ended.
+enum Stopped {
+    /// The inputs closed, or a stop signal came (and the pods stopped, if they were to).
+    Normally,
+    /// SIGQUIT: the flight recorder wrote this file, if it could.
+    Quit(Option<PathBuf>),
+}
+
+/// The root and pod log directories exist, and the ledger settings are valid.
+fn prepare_directories(opts: &RunOptions) -> anyhow::Result<()> {
     std::fs::create_dir_all(&opts.root_dir)
         .with_context(|| format!("cannot create --root-dir {}", opts.root_dir.display()))?;
     std::fs::create_dir_all(&opts.pod_logs_dir).with_context(|| {
@@ -353,11 +434,22 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     })?;
     opts.ledger
         .validate()
-        .context("invalid ledger configuration")?;
-    let prometheus = crate::observe::metrics::install();
-    metrics::gauge!("kubelet_node_name", "node" => opts.node_name.clone()).set(1.0);
+        .context("invalid ledger configuration")
+}
 
-    // the container runtime
+/// The container runtime the agent talks to.
+struct Runtime {
+    /// The embedded runtime, when no `--container-runtime-endpoint` was given.
+    embedded: Option<EmbeddedRuntime>,
+    /// The CRI client.
+    cri: CriClient,
+    /// What the runtime said it is.
+    version: crate::cri::v1::VersionResponse,
+}
+
+/// Starts the embedded runtime unless an endpoint is given, connects the CRI client and
+/// asks the runtime's version.
+async fn connect_runtime(opts: &RunOptions) -> anyhow::Result<Runtime> {
     let mut embedded = None;
     let endpoint = match &opts.container_runtime_endpoint {
         Some(e) => e.clone(),
@@ -391,128 +483,215 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("the container runtime at {endpoint} does not answer Version"))?;
     tracing::info!(runtime = %version.runtime_name, version = %version.runtime_version, api = %version.runtime_api_version, "connected to the container runtime");
+    Ok(Runtime {
+        embedded,
+        cri,
+        version,
+    })
+}
 
-    let cluster = match &opts.kubeconfig {
-        Some(path) => {
-            let api = ApiClient::from_kubeconfig(path, opts.api_limits).await?;
-            let events = crate::shell::api::events::spawn(
-                api.with_limits(opts.event_limits),
-                opts.node_name.clone(),
-                1000,
-            );
-            Some(Cluster {
-                node_sync: NodeSync::new(api.clone()),
-                events,
-                api,
-            })
+/// The API client, the node status writer and the event sink, when a kubeconfig is given.
+async fn join_cluster(opts: &RunOptions) -> anyhow::Result<Option<Cluster>> {
+    let Some(path) = &opts.kubeconfig else {
+        return Ok(None);
+    };
+    let api = ApiClient::from_kubeconfig(path, opts.api_limits).await?;
+    let events = crate::shell::api::events::spawn(
+        api.with_limits(opts.event_limits),
+        opts.node_name.clone(),
+        1000,
+    );
+    Ok(Some(Cluster {
+        node_sync: NodeSync::new(api.clone()),
+        events,
+        api,
+    }))
+}
+
+impl Daemon {
+    /// The daemon around `engine`: the executor (with secrets and projected volumes when
+    /// the node joined a cluster), the prober and the event log; and the receiving end of
+    /// the channel its commands arm timers on, for the timer task.
+    fn new(
+        opts: &RunOptions,
+        engine: Arc<Mutex<Engine>>,
+        cri: &CriClient,
+        cluster: Option<Cluster>,
+        report: Report,
+    ) -> (Daemon, mpsc::UnboundedReceiver<timers::Arm>) {
+        let redactor = Redactor::new();
+        let (arm_tx, arm_rx) = mpsc::unbounded_channel();
+        let mut executor = Executor::new(
+            cri.clone(),
+            NodeContext {
+                pod_logs_dir: opts.pod_logs_dir.clone(),
+                node_name: opts.node_name.clone(),
+                node_ip: opts.node_ip.clone(),
+                pods_dir: opts.root_dir.join("pods"),
+            },
+            report.clone(),
+        );
+        if let Some(c) = &cluster {
+            executor = executor.with_secrets(SecretResolver::new(c.api.clone(), redactor.clone()));
         }
-        None => None,
-    };
-    let (report, mut inbox) = Report::channel(opts.inbox_capacity);
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let (mut engine, restarted) = start_engine(&opts)?;
-    if let Some(t) = crate::observe::otel::global() {
-        engine.set_observer(crate::observe::fold::FoldObserver::new(Some(
-            t.fold_tracer(),
-        )));
+        let projector = crate::shell::projected::Projector::new(
+            cluster.as_ref().map(|c| c.api.clone()),
+            redactor.clone(),
+            opts.root_dir.join("pods"),
+        );
+        executor = executor.with_projector(projector.clone());
+        tokio::spawn(projector.run());
+        let daemon = Daemon {
+            engine,
+            executor,
+            prober: Prober::new(cri.clone()),
+            timers: arm_tx,
+            events: Arc::new(EventLog::new(opts.event_log_capacity)),
+            report,
+            cluster,
+            redactor,
+            #[cfg(feature = "fault-injection")]
+            panic_on_kind: std::env::var("LEDGERLET_FAULT_PANIC_ON_KIND").ok(),
+        };
+        (daemon, arm_rx)
     }
-    let engine = Arc::new(Mutex::new(engine));
-    crate::postmortem::flight_recorder::install(engine.clone(), &opts.root_dir);
-    let redactor = Redactor::new();
-    let (arm_tx, arm_rx) = mpsc::unbounded_channel();
-    let events = Arc::new(EventLog::new(opts.event_log_capacity));
-    let mut executor = Executor::new(
-        cri.clone(),
-        NodeContext {
-            pod_logs_dir: opts.pod_logs_dir.clone(),
-            node_name: opts.node_name.clone(),
-            node_ip: opts.node_ip.clone(),
-            pods_dir: opts.root_dir.join("pods"),
-        },
-        report.clone(),
-    );
-    if let Some(c) = &cluster {
-        executor = executor.with_secrets(SecretResolver::new(c.api.clone(), redactor.clone()));
-    }
-    let projector = crate::shell::projected::Projector::new(
-        cluster.as_ref().map(|c| c.api.clone()),
-        redactor.clone(),
-        opts.root_dir.join("pods"),
-    );
-    executor = executor.with_projector(projector.clone());
-    tokio::spawn(projector.run());
-    let daemon = Daemon {
-        engine: engine.clone(),
-        executor,
-        prober: Prober::new(cri.clone()),
-        timers: arm_tx,
-        events: events.clone(),
-        report: report.clone(),
-        cluster,
-        redactor,
-        #[cfg(feature = "fault-injection")]
-        panic_on_kind: std::env::var("LEDGERLET_FAULT_PANIC_ON_KIND").ok(),
-    };
 
-    let mut core = opts.core.clone();
-    core.node_name = opts.node_name.clone();
-    core.node_ip = opts.node_ip.clone();
-    core.runtime_name = version.runtime_name.clone();
-    core.sources = Vec::new();
-    if opts.pod_manifest_path.is_some() {
-        core.sources.push(PodSource::File);
-    }
-    if daemon.cluster.is_some() {
-        core.sources.push(PodSource::Api);
-    }
-    core.validate().context("invalid configuration")?;
-    if let Some(r) = restarted {
-        daemon.handle(
+    /// Appends `event` as an input of its own (no cause, no trace) and folds it.
+    fn handle_event(&self, event: Event) {
+        self.handle(
             Input {
-                event: Event::AgentRestarted(r),
+                event,
                 cause: None,
                 trace: None,
             },
             || false,
         );
     }
-    daemon.handle(
-        Input {
-            event: Event::ConfigApplied(ConfigApplied {
-                config: Box::new(core),
-            }),
-            cause: None,
-            trace: None,
-        },
-        || false,
-    );
 
-    tokio::spawn(timers::run(arm_rx, report.clone()));
-    let health = Arc::new(PlegHealth::new(&opts.pleg));
-    let addr = SocketAddr::new(opts.address, opts.read_only_port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr} (--address/--read-only-port)"))?;
-    let bound = listener.local_addr()?;
-    // what this machine is, as the Node would register it
-    let info = machine::observe(&MachineConfig {
-        node_name: opts.node_name.clone(),
-        hostname: machine::system_hostname(),
-        node_ip: opts.node_ip.clone(),
-        max_pods: opts.core.max_pods,
-        root_dir: opts.root_dir.clone(),
-        http_port: bound.port(),
-        runtime_name: version.runtime_name.clone(),
-        runtime_version: version.runtime_version.clone(),
-    });
-    daemon.handle(
-        Input {
-            event: Event::NodeInfoObserved(info),
-            cause: None,
-            trace: None,
-        },
-        || false,
-    );
+    /// The core's configuration: the agent's options, the node and runtime names and the
+    /// pod sources in use, appended as `ConfigApplied` (after `AgentRestarted` when the
+    /// durable ledger holds a previous lifetime).
+    fn apply_config(
+        &self,
+        opts: &RunOptions,
+        version: &crate::cri::v1::VersionResponse,
+        restarted: Option<AgentRestarted>,
+    ) -> anyhow::Result<()> {
+        let mut core = opts.core.clone();
+        core.node_name = opts.node_name.clone();
+        core.node_ip = opts.node_ip.clone();
+        core.runtime_name = version.runtime_name.clone();
+        core.sources = Vec::new();
+        if opts.pod_manifest_path.is_some() {
+            core.sources.push(PodSource::File);
+        }
+        if self.cluster.is_some() {
+            core.sources.push(PodSource::Api);
+        }
+        core.validate().context("invalid configuration")?;
+        if let Some(r) = restarted {
+            self.handle_event(Event::AgentRestarted(r));
+        }
+        self.handle_event(Event::ConfigApplied(ConfigApplied {
+            config: Box::new(core),
+        }));
+        Ok(())
+    }
+
+    /// What this machine is, as the Node would register it (`NodeInfoObserved`).
+    fn observe_machine(
+        &self,
+        opts: &RunOptions,
+        version: &crate::cri::v1::VersionResponse,
+        http_port: u16,
+    ) {
+        let info = machine::observe(&MachineConfig {
+            node_name: opts.node_name.clone(),
+            hostname: machine::system_hostname(),
+            node_ip: opts.node_ip.clone(),
+            max_pods: opts.core.max_pods,
+            root_dir: opts.root_dir.clone(),
+            http_port,
+            runtime_name: version.runtime_name.clone(),
+            runtime_version: version.runtime_version.clone(),
+        });
+        self.handle_event(Event::NodeInfoObserved(info));
+    }
+
+    /// The main loop: folds inputs until a signal. On SIGTERM or SIGINT with
+    /// `stop_pods_on_exit`, a `NodeShutdown` record stops every pod and the loop waits for
+    /// them (at most the longest grace period plus 10 s). On SIGQUIT the flight recorder
+    /// writes its file and the loop ends at once.
+    async fn run_until_signal(
+        &self,
+        opts: &RunOptions,
+        inbox: &mut mpsc::Receiver<Input>,
+    ) -> Stopped {
+        let signal = shutdown_signal();
+        tokio::pin!(signal);
+        let mut stopping: Option<Instant> = None;
+        let mut deadline = Instant::now();
+        loop {
+            if let Some(since) = stopping {
+                let done = self
+                    .engine
+                    .lock()
+                    .expect("engine")
+                    .node()
+                    .all_pods_stopped();
+                if done || Instant::now() >= deadline {
+                    if !done {
+                        tracing::warn!("pods did not all stop within the shutdown deadline; the runtime will kill what is left");
+                    }
+                    tracing::info!(
+                        elapsed_ms = since.elapsed().as_millis() as u64,
+                        "all pods stopped"
+                    );
+                    return Stopped::Normally;
+                }
+            }
+            tokio::select! {
+                input = inbox.recv() => {
+                    let Some(input) = input else { return Stopped::Normally };
+                    self.handle(input, || !inbox.is_empty());
+                }
+                sig = &mut signal, if stopping.is_none() => {
+                    if sig == "SIGQUIT" {
+                        // an abort for a postmortem: record, then stop without stopping pods
+                        tracing::warn!("SIGQUIT: writing the flight recording and exiting");
+                        return Stopped::Quit(crate::postmortem::flight_recorder::record("SIGQUIT"));
+                    }
+                    tracing::info!(signal = sig, "shutting down");
+                    if !opts.stop_pods_on_exit {
+                        return Stopped::Normally;
+                    }
+                    let max_grace_s = {
+                        let engine = self.engine.lock().expect("engine");
+                        engine.node().pod_manager.pods()
+                            .filter_map(|p| crate::core::pod::termination_grace_period_s(p))
+                            .max()
+                            .unwrap_or(30)
+                    };
+                    deadline = Instant::now() + Duration::from_secs(max_grace_s.max(0) as u64 + 10);
+                    stopping = Some(Instant::now());
+                    self.handle(Input { event: Event::NodeShutdown(NodeShutdown {}), cause: None, trace: None }, || !inbox.is_empty());
+                }
+                _ = tokio::time::sleep(Duration::from_millis(200)), if stopping.is_some() => {}
+            }
+        }
+    }
+}
+
+/// The tasks that feed the engine: runtime health, the API server's pods and the node's
+/// pod CIDR (when joined), the PLEG and the static pod manifests.
+fn start_sources(
+    opts: &RunOptions,
+    daemon: &Daemon,
+    cri: &CriClient,
+    health: &Arc<PlegHealth>,
+    report: &Report,
+    shutdown_rx: &watch::Receiver<bool>,
+) {
     {
         let pleg_health = health.clone();
         tokio::spawn(runtime_health::run(
@@ -571,7 +750,21 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             }
         });
     }
-    // the ledger stream
+}
+
+/// The ledger stream's server task and the unix socket it listens on.
+struct LedgerStream {
+    task: tokio::task::JoinHandle<()>,
+    socket: PathBuf,
+}
+
+/// Serves the ledger stream (gRPC `ledgerlet.v1.Ledger`) on the root directory's socket
+/// and, if asked, on a loopback TCP address.
+async fn serve_ledger_stream(
+    opts: &RunOptions,
+    engine: &Arc<Mutex<Engine>>,
+    shutdown_rx: &watch::Receiver<bool>,
+) -> anyhow::Result<LedgerStream> {
     let socket = opts.root_dir.join(crate::stream::SOCKET_NAME);
     let unix = crate::stream::server::bind_unix(&socket).await?;
     let tcp = match opts.ledger_grpc_address {
@@ -579,7 +772,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         None => None,
     };
     let tcp_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
-    let grpc = tokio::spawn(crate::stream::server::serve(
+    let task = tokio::spawn(crate::stream::server::serve(
         crate::stream::server::LedgerService::new(engine.clone(), shutdown_rx.clone()),
         unix,
         tcp,
@@ -593,94 +786,22 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             tracing::info!(socket = %socket.display(), "serving the ledger stream (gRPC ledgerlet.v1.Ledger)")
         }
     }
-    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /pods, /debug/ledger, /debug/state");
-    let mut http_shutdown = shutdown_rx.clone();
-    let router = http::router(HttpState {
-        engine: engine.clone(),
-        events,
-        pleg: health,
-        prometheus,
-    });
-    let server = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                while http_shutdown.changed().await.is_ok() {
-                    if *http_shutdown.borrow() {
-                        break;
-                    }
-                }
-            })
-            .await
-    });
+    Ok(LedgerStream { task, socket })
+}
 
-    // the main loop
-    let signal = shutdown_signal();
-    tokio::pin!(signal);
-    let mut stopping: Option<Instant> = None;
-    let mut deadline = Instant::now();
-    let mut quit = None;
-    loop {
-        if let Some(since) = stopping {
-            let done = engine.lock().expect("engine").node().all_pods_stopped();
-            if done || Instant::now() >= deadline {
-                if !done {
-                    tracing::warn!("pods did not all stop within the shutdown deadline; the runtime will kill what is left");
-                }
-                tracing::info!(
-                    elapsed_ms = since.elapsed().as_millis() as u64,
-                    "all pods stopped"
-                );
-                break;
-            }
-        }
-        tokio::select! {
-            input = inbox.recv() => {
-                let Some(input) = input else { break };
-                daemon.handle(input, || !inbox.is_empty());
-            }
-            sig = &mut signal, if stopping.is_none() => {
-                if sig == "SIGQUIT" {
-                    // an abort for a postmortem: record, then stop without stopping pods
-                    tracing::warn!("SIGQUIT: writing the flight recording and exiting");
-                    quit = Some(crate::postmortem::flight_recorder::record("SIGQUIT"));
+/// Serves the HTTP endpoints on `listener` until shutdown.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    state: HttpState,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    axum::serve(listener, http::router(state))
+        .with_graceful_shutdown(async move {
+            while shutdown.changed().await.is_ok() {
+                if *shutdown.borrow() {
                     break;
                 }
-                tracing::info!(signal = sig, "shutting down");
-                if !opts.stop_pods_on_exit {
-                    break;
-                }
-                let max_grace_s = {
-                    let engine = engine.lock().expect("engine");
-                    engine.node().pod_manager.pods()
-                        .filter_map(|p| crate::core::pod::termination_grace_period_s(p))
-                        .max()
-                        .unwrap_or(30)
-                };
-                deadline = Instant::now() + Duration::from_secs(max_grace_s.max(0) as u64 + 10);
-                stopping = Some(Instant::now());
-                daemon.handle(Input { event: Event::NodeShutdown(NodeShutdown {}), cause: None, trace: None }, || !inbox.is_empty());
             }
-            _ = tokio::time::sleep(Duration::from_millis(200)), if stopping.is_some() => {}
-        }
-    }
-    let _ = shutdown_tx.send(true);
-    let _ = server.await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), grpc).await;
-    let _ = std::fs::remove_file(&socket);
-    {
-        let mut engine = engine.lock().expect("engine");
-        // the last record's turn ends and its span goes to the export queue, which the
-        // tracing pipeline flushes on exit
-        engine.idle();
-        engine.flush_durable(Duration::from_secs(5));
-    }
-    if let Some(rt) = embedded {
-        rt.shutdown()
-            .await
-            .context("the embedded runtime did not shut down cleanly")?;
-    }
-    if let Some(path) = quit {
-        return Err(Quit(path).into());
-    }
-    Ok(())
+        })
+        .await
 }
