@@ -3,6 +3,12 @@
 //! Owns every decision the node makes. Must not do I/O, read a clock, use randomness,
 //! spawn, or let hash-map iteration order reach commands, events or exported state. Time
 //! comes from the record being folded; jitter from its seq.
+//!
+//! One thing here serves observers rather than the fold: the per-record logs of `fold_log`
+//! (which pod workers changed phase, which pod statuses got a new version). They stay
+//! because only the code that makes a change knows it happened: without them the fold
+//! observer would compare every worker and status before and after every record, which
+//! costs more than the fold. Nothing in the core reads them and they are not state.
 
 pub mod admission;
 pub mod backoff;
