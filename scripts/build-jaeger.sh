@@ -56,7 +56,7 @@ cd "$module"
 version="$(go list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)" ||
   die "go list -m github.com/jaegertracing/jaeger failed in testbed/jaeger/ (see above)"
 
-echo "build-jaeger.sh: building Jaeger $version into $entry (cold: several minutes on 2 cores)" >&2
+echo "build-jaeger.sh: building Jaeger $version into $entry (cold: tens of minutes on 2 cores)" >&2
 tmp="$(mktemp -d "$cache_root/.tmp-jaeger-$key-XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 chmod 755 "$tmp"

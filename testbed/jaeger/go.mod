@@ -1,6 +1,13 @@
+// The Jaeger of the trace tests: ONE pinned release of github.com/jaegertracing/jaeger, whose
+// cmd/jaeger is the jaeger v2 binary (v1.76.0 is jaeger v2.13.0), built from the Go module
+// proxy by scripts/build-jaeger.sh. A module of its own: Jaeger's dependencies conflict with
+// the Kubernetes pins in ../go.mod.
+//
+// To move to another release: `go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@vX`
+// here, then `go mod tidy`; the new go.mod and go.sum make a new cache entry.
 module ledgerlet.dev/testbed/jaeger
 
-go 1.26
+go 1.24.6
 
 tool github.com/jaegertracing/jaeger/cmd/jaeger
 
