@@ -119,6 +119,20 @@ need_testbed() {
 }
 need_testbed
 
+# The real Jaeger of tests/tracing.rs (the jaeger v2 binary of the release pinned in
+# testbed/jaeger/go.mod), built from the Go module proxy into the same cache
+# (scripts/build-jaeger.sh; the tests ask it for the cached binary's path). Like the test
+# bed: under CI=true a missing Go or a failed build is a failure, otherwise the Jaeger test
+# says it was skipped.
+need_jaeger() {
+  say "scripts/build-jaeger.sh (a real Jaeger; cached after the first build)"
+  if ! scripts/build-jaeger.sh >/dev/null; then
+    [ "$ci" = "true" ] && fail "Jaeger could not be built (scripts/build-jaeger.sh, see above)"
+    say "Jaeger could not be built: the Jaeger test will be skipped"
+  fi
+}
+need_jaeger
+
 # Property tests run at least 1,000 cases each (override with PROPTEST_CASES).
 export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"

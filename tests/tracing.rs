@@ -1,7 +1,8 @@
 //! Traces: the real `ledgerlet run` binary exports through the OpenTelemetry SDK's OTLP
 //! exporter (gRPC and HTTP/protobuf, gzip) to a real receiver (PyPI `rotel`, which logs every
-//! span it receives), and with a collector that never answers it runs pods as without
-//! tracing while its span queue stays bounded.
+//! span it receives) and to a real Jaeger (read back from its query API), and with a
+//! collector that never answers it runs pods as without tracing while its span queue stays
+//! bounded.
 
 mod support;
 
@@ -13,7 +14,7 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::time::Duration;
 
-use peers::{descends_from, Rotel, Span};
+use peers::{descends_from, Jaeger, Rotel, Span};
 use support::agent::Agent;
 
 const JOB: &str = r#"apiVersion: v1
@@ -451,4 +452,169 @@ fn otel_07_gzip_over_otlp_grpc_set_by_flags_reaches_a_real_collector() {
         "CRI client spans under syncPod"
     );
     assert_exported_without_errors(&agent);
+}
+
+/// Prints its text if the test fails while it is alive.
+struct ShowOnFailure(String);
+
+impl Drop for ShowOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.0);
+        }
+    }
+}
+
+/// A quick job like [`JOB`], named `name`.
+fn job(name: &str) -> String {
+    JOB.replace("name: traced", &format!("name: {name}"))
+}
+
+#[test]
+fn otel_08_jaeger_shows_one_trace_per_pod_rooted_at_pod_with_cri_client_and_runtime_server_spans() {
+    let Some(bin) = peers::jaeger() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let jaeger = Jaeger::start(&bin, dir.path());
+    let endpoint = jaeger.endpoint();
+    let mut args = vec!["--tracing-endpoint", endpoint.as_str()];
+    args.extend(EVERY_TRACE);
+    args.extend(["--tracing-export-period-ms", "200"]);
+    let agent = Agent::start(&args);
+    let names = ["traced-a", "traced-b", "traced-c"];
+    for n in names {
+        agent.write_manifest(&format!("{n}.yaml"), &job(n));
+    }
+    let uids: Vec<String> = names.iter().map(|n| uid_of(&agent, n)).collect();
+    jaeger.wait_for("ledgerlet", "every pod's syncTerminatedPod", 60, |spans| {
+        uids.iter()
+            .all(|uid| pod_span(spans, "syncTerminatedPod", uid).is_some())
+            .then_some(())
+    });
+    // give the last batches (CRI spans end before their parents) a moment
+    std::thread::sleep(Duration::from_millis(1000));
+    let (spans, body) = jaeger.spans("ledgerlet");
+    // every assertion below fails with what Jaeger returned
+    let _shown = ShowOnFailure(peers::returned(&spans, &body));
+
+    let mut traces = BTreeSet::new();
+    for (name, uid) in names.iter().zip(&uids) {
+        // every span that names the pod is in one trace, and that trace names no other pod
+        let own: BTreeSet<&str> = spans
+            .iter()
+            .filter(|s| s.attributes.get("k8s.pod.uid") == Some(uid))
+            .map(|s| s.trace_id.as_str())
+            .collect();
+        assert_eq!(own.len(), 1, "{name}'s spans in one trace: {own:?}");
+        let trace = *own.iter().next().unwrap();
+        assert!(traces.insert(trace), "{name} has a trace of its own");
+        let in_trace: Vec<&Span> = spans.iter().filter(|s| s.trace_id == trace).collect();
+        let others: Vec<&&Span> = in_trace
+            .iter()
+            .filter(|s| s.attributes.get("k8s.pod.uid").is_some_and(|u| u != uid))
+            .collect();
+        assert!(
+            others.is_empty(),
+            "{name}'s trace has other pods' spans: {others:?}"
+        );
+
+        // the trace's root is the pod's own span
+        let roots: Vec<&&Span> = in_trace.iter().filter(|s| s.parent_id.is_empty()).collect();
+        assert_eq!(roots.len(), 1, "one root in {name}'s trace: {roots:?}");
+        let root = roots[0];
+        let full = format!("{name}-{}", agent.node_name);
+        assert_eq!(root.name, "pod");
+        assert_eq!(root.attributes.get("k8s.pod.uid"), Some(uid));
+        assert_eq!(root.attributes.get("k8s.pod.name"), Some(&full));
+        assert_eq!(
+            root.attributes.get("k8s.pod"),
+            Some(&format!("default/{full}"))
+        );
+        let added = in_trace
+            .iter()
+            .find(|s| s.name == "fold PodAdded")
+            .expect("the record that added the pod is in its trace");
+        assert_eq!(
+            added.parent_id, root.id,
+            "fold PodAdded under the pod's root"
+        );
+        assert!(
+            in_trace.iter().any(|s| s.name == "fold UpdatePod"
+                && s.events
+                    .iter()
+                    .any(|e| e.starts_with("pod worker transition") && e.contains("to: sync"))),
+            "a span event marks {name}'s worker's transition to sync"
+        );
+
+        // the kubelet's pod worker spans under the root, with its attributes
+        let create = in_trace
+            .iter()
+            .find(|s| {
+                s.name == "syncPod"
+                    && s.attributes.get("k8s.pod.update_type").map(String::as_str) == Some("create")
+            })
+            .unwrap_or_else(|| panic!("{name}'s syncPod(create)"));
+        let terminating = pod_span(&spans, "syncTerminatingPod", uid).expect("syncTerminatingPod");
+        let terminated = pod_span(&spans, "syncTerminatedPod", uid).expect("syncTerminatedPod");
+        for s in [*create, terminating, terminated] {
+            assert!(
+                descends_from(&spans, s, root),
+                "{} under {name}'s root",
+                s.name
+            );
+            assert_eq!(s.attributes.get("k8s.pod.name"), Some(&full), "{s:?}");
+            assert_eq!(
+                s.attributes.get("k8s.namespace.name").map(String::as_str),
+                Some("default")
+            );
+        }
+
+        // the CRI client spans under syncPod(create), each continued by the embedded
+        // runtime in a server span of the same method under it
+        let client: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.kind == "SPAN_KIND_CLIENT" && descends_from(&spans, s, create))
+            .collect();
+        let methods: BTreeSet<&str> = client.iter().map(|s| s.name.as_str()).collect();
+        for m in [
+            "runtime.v1.RuntimeService/RunPodSandbox",
+            "runtime.v1.RuntimeService/CreateContainer",
+            "runtime.v1.RuntimeService/StartContainer",
+            "runtime.v1.ImageService/ImageStatus",
+        ] {
+            assert!(
+                methods.contains(m),
+                "{m} under {name}'s syncPod(create); got {methods:?}"
+            );
+        }
+        for c in &client {
+            assert_eq!(
+                c.attributes.get("rpc.system").map(String::as_str),
+                Some("grpc")
+            );
+            assert_eq!(
+                c.attributes.get("rpc.grpc.status_code").map(String::as_str),
+                Some("0"),
+                "{c:?}"
+            );
+            let server = spans
+                .iter()
+                .find(|s| s.kind == "SPAN_KIND_SERVER" && s.parent_id == c.id)
+                .unwrap_or_else(|| panic!("the runtime's server span under {} of {name}", c.name));
+            assert_eq!(server.trace_id, trace);
+            assert_eq!(server.name, c.name);
+        }
+        // the termination's CRI calls are in the same trace, under syncTerminatingPod
+        assert!(spans.iter().any(|s| s.kind == "SPAN_KIND_CLIENT"
+            && s.name == "runtime.v1.RuntimeService/StopPodSandbox"
+            && descends_from(&spans, s, terminating)));
+    }
+    // untraced CRI calls (the PLEG's relists) start no traces of their own
+    assert!(
+        !spans
+            .iter()
+            .any(|s| s.kind == "SPAN_KIND_SERVER" && s.parent_id.is_empty()),
+        "server spans only continue traced calls"
+    );
 }

@@ -1,9 +1,10 @@
 //! Real peers for the observability tests: the `rotel` OTLP receiver (PyPI), `promtool` and
-//! `prometheus` (Debian's `prometheus` package). `scripts/test.sh` installs them when
-//! missing; under `CI=true` a missing peer fails the test, otherwise the test says loudly
-//! that it was skipped.
+//! `prometheus` (Debian's `prometheus` package), and Jaeger (built from the Go module proxy
+//! by `scripts/build-jaeger.sh`). `scripts/test.sh` installs or builds them when missing;
+//! under `CI=true` a missing peer fails the test, otherwise the test says loudly that it was
+//! skipped.
 //!
-//! Owns finding the peers, running rotel and reading the spans it logs.
+//! Owns finding the peers, running rotel and Jaeger, and reading the spans they received.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -277,4 +278,305 @@ pub fn descends_from(spans: &[Span], span: &Span, ancestor: &Span) -> bool {
         }
     }
     false
+}
+
+/// The `jaeger` binary (v2, all-in-one) built from the version pinned in
+/// `testbed/jaeger/go.mod` by `scripts/build-jaeger.sh`, which prints the cached binary's path
+/// at once when it was built before (`scripts/test.sh` builds it; a cold build needs Go).
+pub fn jaeger() -> Option<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-jaeger.sh");
+    let out = Command::new(&script)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run scripts/build-jaeger.sh");
+    let found = out
+        .status
+        .success()
+        .then(|| {
+            let text = String::from_utf8_lossy(&out.stdout);
+            PathBuf::from(text.lines().last().unwrap_or_default().trim())
+        })
+        .filter(|p| p.is_file());
+    if found.is_none() {
+        eprintln!(
+            "scripts/build-jaeger.sh failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    require(
+        "jaeger (testbed/jaeger/go.mod)",
+        found,
+        "scripts/build-jaeger.sh builds it from the Go module proxy",
+    )
+}
+
+/// A running Jaeger (v2, all-in-one, in-memory storage) receiving OTLP/gRPC and serving its
+/// query API, on free ports (the defaults are fixed ports, and tests run in parallel).
+pub struct Jaeger {
+    child: Child,
+    /// Its OTLP/gRPC receiver's port.
+    pub otlp_port: u16,
+    /// Its query service's HTTP port (the UI's JSON API, `/api/traces`).
+    pub query_port: u16,
+    pub log: PathBuf,
+}
+
+impl Jaeger {
+    /// Starts `jaeger --config FILE` with a configuration of its own in `dir`: the OTLP/gRPC
+    /// receiver, the memory store and the query extension, each on a free loopback port; no
+    /// other receiver, extension or telemetry endpoint, and no traces of its own (the query
+    /// extension would otherwise export them to the default OTLP port).
+    pub fn start(bin: &Path, dir: &Path) -> Jaeger {
+        let otlp_port = free_port();
+        let query_port = free_port();
+        let query_grpc_port = free_port();
+        let config = dir.join("jaeger.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: info
+extensions:
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 10000
+  jaeger_query:
+    enable_tracing: false
+    storage:
+      traces: memstore
+    http:
+      endpoint: 127.0.0.1:{query_port}
+    grpc:
+      endpoint: 127.0.0.1:{query_grpc_port}
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{otlp_port}
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+"
+            ),
+        )
+        .unwrap();
+        let log = dir.join("jaeger.log");
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(bin)
+            .arg("--config")
+            .arg(&config)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("start jaeger");
+        let mut jaeger = Jaeger {
+            child,
+            otlp_port,
+            query_port,
+            log,
+        };
+        jaeger.wait_ready();
+        jaeger
+    }
+
+    /// Waits until both ports listen (or panics with Jaeger's log if it exited first).
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for port in [self.otlp_port, self.query_port] {
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                let exited = self.child.try_wait().unwrap();
+                assert!(
+                    exited.is_none() && Instant::now() < deadline,
+                    "jaeger did not listen on {port} ({exited:?}):\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// The endpoint for `--tracing-endpoint`.
+    pub fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.otlp_port)
+    }
+
+    /// `GET path` on the query service: the status and the body.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        http_get(self.query_port, path)
+    }
+
+    /// Every span of every trace the query API finds for `service` (`GET
+    /// /api/traces?service=…`), and the response's body.
+    pub fn spans(&self, service: &str) -> (Vec<Span>, String) {
+        let (status, body) = self.get(&format!("/api/traces?service={service}&limit=1000"));
+        assert_eq!(
+            status, 200,
+            "jaeger's /api/traces answered {status}: {body}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("jaeger's /api/traces is not JSON ({e}): {body}"));
+        (jaeger_spans(&v), body)
+    }
+
+    /// Waits up to `secs` for `check` over the spans the query API returns for `service`;
+    /// on timeout panics with what Jaeger returned last and its log's tail.
+    pub fn wait_for<T>(
+        &self,
+        service: &str,
+        what: &str,
+        secs: u64,
+        mut check: impl FnMut(&[Span]) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let (spans, body) = self.spans(service);
+            if let Some(v) = check(&spans) {
+                return v;
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "timed out after {secs}s waiting for {what}; {}\njaeger's log (last lines):\n{}",
+                    returned(&spans, &body),
+                    tail.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Jaeger {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What Jaeger returned, for a failure message: one line per span (trace, span, parent,
+/// kind, name, pod UID), then the start of the raw answer.
+pub fn returned(spans: &[Span], body: &str) -> String {
+    let mut out = format!("jaeger returned {} spans:\n", spans.len());
+    for s in spans {
+        out.push_str(&format!(
+            "  {} {} <- {:16} {:16} {} {}\n",
+            s.trace_id,
+            s.id,
+            s.parent_id,
+            s.kind,
+            s.name,
+            s.attributes.get("k8s.pod.uid").map_or("", String::as_str)
+        ));
+    }
+    let cut = body.char_indices().nth(4000).map_or(body.len(), |(i, _)| i);
+    out.push_str(&format!(
+        "raw answer ({} bytes): {}",
+        body.len(),
+        &body[..cut]
+    ));
+    out
+}
+
+/// `GET path HTTP/1.1` on 127.0.0.1:`port` (chunked bodies joined): the status and the body.
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    if !chunked {
+        return (status, body.to_string());
+    }
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
+    }
+    (status, out)
+}
+
+/// The spans of Jaeger's `/api/traces` answer (`{"data": [{"spans": [...]}]}`), in the shape
+/// rotel's are parsed into: the `span.kind` tag becomes the kind (`client` ->
+/// `SPAN_KIND_CLIENT`), the other tags the attributes (values as text), the `CHILD_OF`
+/// reference the parent, each log an event (`name | key: value | ...`).
+pub fn jaeger_spans(v: &serde_json::Value) -> Vec<Span> {
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut spans = Vec::new();
+    for trace in v["data"].as_array().into_iter().flatten() {
+        for s in trace["spans"].as_array().into_iter().flatten() {
+            let mut span = Span {
+                trace_id: text(&s["traceID"]),
+                id: text(&s["spanID"]),
+                name: text(&s["operationName"]),
+                ..Span::default()
+            };
+            for r in s["references"].as_array().into_iter().flatten() {
+                if r["refType"] == "CHILD_OF" && r["traceID"] == s["traceID"] {
+                    span.parent_id = text(&r["spanID"]);
+                }
+            }
+            for t in s["tags"].as_array().into_iter().flatten() {
+                let (key, value) = (text(&t["key"]), text(&t["value"]));
+                if key == "span.kind" {
+                    span.kind = format!("SPAN_KIND_{}", value.to_ascii_uppercase());
+                } else {
+                    span.attributes.insert(key, value);
+                }
+            }
+            for l in s["logs"].as_array().into_iter().flatten() {
+                let fields = l["fields"].as_array().cloned().unwrap_or_default();
+                let name = fields
+                    .iter()
+                    .find(|f| f["key"] == "event")
+                    .map(|f| text(&f["value"]))
+                    .unwrap_or_default();
+                let mut event = name;
+                for f in fields.iter().filter(|f| f["key"] != "event") {
+                    event.push_str(&format!(" | {}: {}", text(&f["key"]), text(&f["value"])));
+                }
+                span.events.push(event);
+            }
+            spans.push(span);
+        }
+    }
+    spans
 }
