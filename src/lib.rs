@@ -14,7 +14,6 @@ pub mod error_chain;
 pub mod ledger;
 pub mod observe;
 pub mod postmortem;
-pub mod prehashed;
 pub mod replay;
 pub mod restarts;
 pub mod runtime;
