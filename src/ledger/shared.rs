@@ -6,6 +6,11 @@
 //! export encodes each shared object once (by address, while [`EncodeCache`] is active) and
 //! repeats its JSON text. Both are per thread and bounded. Must not change a byte of the
 //! encoding or a value of the decoding: a cache hit is exactly what a miss would produce.
+//!
+//! Kept for measured bounds: the export floor of `cargo bench --bench postmortem` (a million
+//! records in ≤ 2 s) is met with the encode cache, and its replay floor with interning, which
+//! also keeps decoded records sharing their pods as the ledger's byte budget (shared objects
+//! counted once, `ledger::size`) and the fold's status memo (pods compared by address) expect.
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
@@ -114,28 +119,6 @@ const RAW_TOKEN: &str = "$serde_json::private::RawValue";
 
 struct ArcVisitor<T>(std::marker::PhantomData<fn() -> T>);
 
-/// The key of a raw value map.
-struct RawKey;
-
-impl<'de> Deserialize<'de> for RawKey {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawKey, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = RawKey;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a raw JSON value")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RawKey, E> {
-                match s {
-                    RAW_TOKEN => Ok(RawKey),
-                    _ => Err(E::custom("not a raw JSON value")),
-                }
-            }
-        }
-        d.deserialize_identifier(V)
-    }
-}
-
 /// The JSON text of a raw value: borrowed from the input when the deserializer can lend
 /// it (serde_json from a `&str` or slice), copied otherwise.
 struct RawText<'de>(Cow<'de, str>);
@@ -173,7 +156,8 @@ impl<'de, T: DeserializeOwned + Send + Sync + 'static> serde::de::Visitor<'de> f
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Arc<T>, A::Error> {
-        let Some(RawKey) = map.next_key()? else {
+        // the one key is serde_json's token
+        let Some(serde::de::IgnoredAny) = map.next_key()? else {
             return Err(A::Error::custom("expected a raw JSON value"));
         };
         let text: RawText<'de> = map.next_value()?;
