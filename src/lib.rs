@@ -15,7 +15,6 @@ pub mod http_server;
 pub mod ledger;
 pub mod observe;
 pub mod postmortem;
-pub mod prehashed;
 pub mod runtime;
 pub mod shell;
 pub mod sim;

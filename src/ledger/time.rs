@@ -17,7 +17,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct Time(i64);
 
 const NANOS_PER_SEC: i64 = 1_000_000_000;
-const SECS_PER_DAY: i64 = 86_400;
 
 impl Time {
     /// The Unix epoch.
@@ -86,205 +85,70 @@ impl Time {
     /// RFC 3339 with exactly nine fractional digits and `Z`, e.g.
     /// `2026-11-22T10:00:00.000000001Z`. Fixed width so lines diff cleanly.
     pub fn to_rfc3339_nanos(self) -> String {
-        let mut s = String::with_capacity(30);
-        self.write_rfc3339(&mut s, true);
-        s
+        self.to_string()
     }
 
     /// RFC 3339 in whole seconds, e.g. `2026-11-22T10:00:00Z` (Kubernetes `metav1.Time`).
     pub fn to_rfc3339_secs(self) -> String {
-        let mut s = String::with_capacity(20);
-        self.write_rfc3339(&mut s, false);
-        s
+        format!("{:.0}", self.timestamp())
     }
 
-    /// `to_rfc3339_nanos` without allocating or formatting machinery, for years 0–9999
-    /// (every `Time`: i64 nanoseconds reach from 1677 to 2262); `None` outside them.
-    pub fn rfc3339_nanos_bytes(self) -> Option<[u8; 30]> {
-        let secs = self.0.div_euclid(NANOS_PER_SEC);
-        let frac = self.0.rem_euclid(NANOS_PER_SEC);
-        let days = secs.div_euclid(SECS_PER_DAY);
-        let sod = secs.rem_euclid(SECS_PER_DAY);
-        let (y, m, d) = civil_from_days(days);
-        if !(0..=9999).contains(&y) {
-            return None;
-        }
-        let mut out = *b"0000-00-00T00:00:00.000000000Z";
-        let mut put = |at: usize, width: usize, mut v: i64| {
-            for i in (at..at + width).rev() {
-                out[i] = b'0' + (v % 10) as u8;
-                v /= 10;
-            }
-        };
-        put(0, 4, y);
-        put(5, 2, m);
-        put(8, 2, d);
-        put(11, 2, sod / 3600);
-        put(14, 2, (sod / 60) % 60);
-        put(17, 2, sod % 60);
-        put(20, 9, frac);
-        Some(out)
+    /// As a `jiff` timestamp (every `i64` of nanoseconds is one: 1677 to 2262).
+    fn timestamp(self) -> jiff::Timestamp {
+        jiff::Timestamp::from_nanosecond(i128::from(self.0)).expect("within jiff's range")
     }
 
-    fn write_rfc3339(self, out: &mut String, nanos: bool) {
-        use fmt::Write;
-        let secs = self.0.div_euclid(NANOS_PER_SEC);
-        let frac = self.0.rem_euclid(NANOS_PER_SEC);
-        let days = secs.div_euclid(SECS_PER_DAY);
-        let sod = secs.rem_euclid(SECS_PER_DAY);
-        let (y, m, d) = civil_from_days(days);
-        let _ = write!(
-            out,
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            y,
-            m,
-            d,
-            sod / 3600,
-            (sod / 60) % 60,
-            sod % 60
-        );
-        if nanos {
-            let _ = write!(out, ".{frac:09}");
-        }
-        out.push('Z');
-    }
-
-    /// Parses RFC 3339: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, fraction of 1–9 digits.
+    /// Parses RFC 3339: `YYYY-MM-DD(T|t| )HH:MM:SS[.fraction](Z|z|±HH:MM)`, fraction of 1–9
+    /// digits. `jiff` reads the value; it accepts more spellings than RFC 3339 (basic format,
+    /// `±HHMM` offsets, annotations), so the shape is checked first.
     pub fn parse_rfc3339(s: &str) -> Result<Time, TimeParseError> {
-        match Time::parse_canonical(s.as_bytes()) {
-            Some(t) => Ok(t),
-            None => Time::parse_general(s),
-        }
-    }
-
-    /// The form this module writes (`YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`, every ledger `at`),
-    /// parsed without the general parser's branches; `None` for anything else (including
-    /// out-of-range fields), which the general parser then handles or rejects.
-    #[inline]
-    pub(crate) fn parse_canonical(b: &[u8]) -> Option<Time> {
-        let b: &[u8; 30] = b.try_into().ok()?;
-        if b[4] != b'-'
-            || b[7] != b'-'
-            || b[10] != b'T'
-            || b[13] != b':'
-            || b[16] != b':'
-            || b[19] != b'.'
-            || b[29] != b'Z'
-        {
-            return None;
-        }
-        let mut bad = 0u8;
-        let mut digit = |i: usize| {
-            let d = b[i].wrapping_sub(b'0');
-            bad |= u8::from(d > 9);
-            i64::from(d)
-        };
-        let year = digit(0) * 1000 + digit(1) * 100 + digit(2) * 10 + digit(3);
-        let month = digit(5) * 10 + digit(6);
-        let day = digit(8) * 10 + digit(9);
-        let hour = digit(11) * 10 + digit(12);
-        let minute = digit(14) * 10 + digit(15);
-        let second = digit(17) * 10 + digit(18);
-        let mut frac = 0i64;
-        for i in 20..29 {
-            frac = frac * 10 + digit(i);
-        }
-        if bad != 0
-            || !(1..=12).contains(&month)
-            || day < 1
-            || day > days_in_month(year, month)
-            || hour > 23
-            || minute > 59
-            || second > 59
-        {
-            return None;
-        }
-        let secs =
-            days_from_civil(year, month, day) * SECS_PER_DAY + hour * 3600 + minute * 60 + second;
-        // only about ±292 years around 1970 fit in i64 nanoseconds: checked as the general
-        // parser checks
-        secs.checked_mul(NANOS_PER_SEC)
-            .and_then(|n| n.checked_add(frac))
-            .map(Time)
-    }
-
-    fn parse_general(s: &str) -> Result<Time, TimeParseError> {
-        let err = |what: &'static str| TimeParseError {
+        let err = |what: String| TimeParseError {
             input: s.chars().take(64).collect(),
             what,
         };
-        let b = s.as_bytes();
-        if b.len() < 20 {
-            return Err(err("too short for RFC 3339"));
+        if !is_rfc3339(s.as_bytes()) {
+            return Err(err(
+                "not YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM) with a 1 to 9 digit fraction".into(),
+            ));
         }
-        let num =
-            |range: std::ops::Range<usize>, what: &'static str| -> Result<i64, TimeParseError> {
-                let part = &b[range];
-                if !part.iter().all(u8::is_ascii_digit) {
-                    return Err(err(what));
-                }
-                Ok(part
-                    .iter()
-                    .fold(0i64, |acc, c| acc * 10 + i64::from(c - b'0')))
-            };
-        let year = num(0..4, "year is not 4 digits")?;
-        if b[4] != b'-' || b[7] != b'-' {
-            return Err(err("expected '-' between date parts"));
-        }
-        let month = num(5..7, "month is not 2 digits")?;
-        let day = num(8..10, "day is not 2 digits")?;
-        if b[10] != b'T' && b[10] != b't' && b[10] != b' ' {
-            return Err(err("expected 'T' between date and time"));
-        }
-        let hour = num(11..13, "hour is not 2 digits")?;
-        if b[13] != b':' || b[16] != b':' {
-            return Err(err("expected ':' between time parts"));
-        }
-        let minute = num(14..16, "minute is not 2 digits")?;
-        let second = num(17..19, "second is not 2 digits")?;
-        if !(1..=12).contains(&month)
-            || day < 1
-            || day > days_in_month(year, month)
-            || hour > 23
-            || minute > 59
-            || second > 60
-        {
-            return Err(err("date or time out of range"));
-        }
-        let mut i = 19;
-        let mut frac: i64 = 0;
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            let start = i;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            let digits = i - start;
-            if digits == 0 || digits > 9 {
-                return Err(err("fraction must have 1 to 9 digits"));
-            }
-            frac = num(start..i, "fraction is not digits")? * 10i64.pow(9 - digits as u32);
-        }
-        let offset_secs = match b.get(i) {
-            Some(b'Z') | Some(b'z') if i + 1 == b.len() => 0,
-            Some(sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
-                let oh = num(i + 1..i + 3, "offset hour is not 2 digits")?;
-                let om = num(i + 4..i + 6, "offset minute is not 2 digits")?;
-                let o = oh * 3600 + om * 60;
-                if *sign == b'+' {
-                    o
-                } else {
-                    -o
-                }
-            }
-            _ => return Err(err("expected 'Z' or an offset like +01:00 at the end")),
-        };
-        let days = days_from_civil(year, month, day);
-        let secs = days * SECS_PER_DAY + hour * 3600 + minute * 60 + second - offset_secs;
-        secs.checked_mul(NANOS_PER_SEC)
-            .and_then(|n| n.checked_add(frac))
+        let ts: jiff::Timestamp = s.parse().map_err(|e: jiff::Error| err(e.to_string()))?;
+        i64::try_from(ts.as_nanosecond())
             .map(Time)
-            .ok_or_else(|| err("instant out of range"))
+            .map_err(|_| err("instant out of range".into()))
+    }
+}
+
+/// The shape of an RFC 3339 `date-time`, digits and separators only (no ranges).
+fn is_rfc3339(b: &[u8]) -> bool {
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let at = |i: usize, ok: &[u8]| b.get(i).is_some_and(|c| ok.contains(c));
+    if !(digits(0..4)
+        && at(4, b"-")
+        && digits(5..7)
+        && at(7, b"-")
+        && digits(8..10)
+        && at(10, b"Tt ")
+        && digits(11..13)
+        && at(13, b":")
+        && digits(14..16)
+        && at(16, b":")
+        && digits(17..19))
+    {
+        return false;
+    }
+    let mut i = 19;
+    if at(i, b".") {
+        let n = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if !(1..=9).contains(&n) {
+            return false;
+        }
+        i += 1 + n;
+    }
+    match b.len() - i {
+        1 => at(i, b"Zz"),
+        6 => at(i, b"+-") && digits(i + 1..i + 3) && at(i + 3, b":") && digits(i + 4..i + 6),
+        _ => false,
     }
 }
 
@@ -293,21 +157,19 @@ impl Time {
 #[error("invalid RFC 3339 timestamp {input:?}: {what}")]
 pub struct TimeParseError {
     input: String,
-    what: &'static str,
+    what: String,
 }
 
+/// RFC 3339 with nine fractional digits and `Z`.
 impl fmt::Display for Time {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_rfc3339_nanos())
+        write!(f, "{:.9}", self.timestamp())
     }
 }
 
 impl Serialize for Time {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.rfc3339_nanos_bytes() {
-            Some(b) => s.serialize_str(std::str::from_utf8(&b).expect("ASCII digits")),
-            None => s.serialize_str(&self.to_rfc3339_nanos()),
-        }
+        s.collect_str(self)
     }
 }
 
@@ -325,44 +187,6 @@ impl<'de> Deserialize<'de> for Time {
         }
         d.deserialize_str(V)
     }
-}
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if is_leap(y) => 29,
-        _ => 28,
-    }
-}
-
-/// Days since 1970-01-01 for a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]
@@ -397,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn formatting_without_fmt_gives_the_same_text() {
+    fn every_time_formats_as_thirty_bytes_and_serialises_as_its_text() {
         for n in [
             0i64,
             1,
@@ -411,16 +235,26 @@ mod tests {
         ] {
             let t = Time::from_unix_nanos(n);
             // i64 nanoseconds reach from 1677 to 2262: always four-digit years
-            let b = t.rfc3339_nanos_bytes().expect("a four-digit year");
-            assert_eq!(std::str::from_utf8(&b).unwrap(), t.to_rfc3339_nanos());
+            let text = t.to_rfc3339_nanos();
+            assert_eq!(text.len(), 30, "{text}");
+            assert!(text.ends_with('Z') && text.as_bytes()[19] == b'.', "{text}");
             let json = serde_json::to_string(&t).unwrap();
             assert_eq!(json, format!("\"{}\"", t.to_rfc3339_nanos()));
+            assert_eq!(serde_json::from_str::<Time>(&json).unwrap(), t);
         }
+        assert_eq!(
+            Time::from_unix_nanos(i64::MAX).to_rfc3339_nanos(),
+            "2262-04-11T23:47:16.854775807Z"
+        );
+        assert_eq!(
+            Time::from_unix_nanos(i64::MIN).to_rfc3339_nanos(),
+            "1677-09-21T00:12:43.145224192Z"
+        );
     }
 
     #[test]
-    fn the_canonical_fast_path_agrees_with_the_general_parser() {
-        let mut inputs: Vec<String> = [
+    fn the_nine_digit_form_parses_to_its_instant_and_range_errors_are_rejected() {
+        for n in [
             0i64,
             -1,
             1,
@@ -429,32 +263,33 @@ mod tests {
             4_102_444_799_999_999_999, // 2099-12-31T23:59:59.999999999
             i64::MAX,
             i64::MIN,
-        ]
-        .iter()
-        .map(|n| Time::from_unix_nanos(*n).to_rfc3339_nanos())
-        .collect();
-        inputs.extend(
-            [
-                "2023-02-29T00:00:00.000000000Z",
-                "2024-01-01T00:00:60.000000000Z",
-                "2024-01-01T24:00:00.000000000Z",
-                "2024-00-01T00:00:00.000000000Z",
-                "2024-01-32T00:00:00.000000000Z",
-                "2024-01-01T00:00:00.00000000aZ",
-                "2024-01-01t00:00:00.000000000Z",
-                "9999-12-31T23:59:59.999999999Z",
-                "0000-01-01T00:00:00.000000000Z",
-                "2024-01-01T00:00:00.000000000z",
-            ]
-            .map(String::from),
-        );
-        for s in inputs {
-            assert_eq!(Time::parse_rfc3339(&s), Time::parse_general(&s), "{s}");
-            if let Some(t) = Time::parse_canonical(s.as_bytes()) {
-                assert_eq!(Ok(t), Time::parse_general(&s), "{s}");
-            }
+        ] {
+            let t = Time::from_unix_nanos(n);
+            assert_eq!(Time::parse_rfc3339(&t.to_rfc3339_nanos()), Ok(t));
         }
-        assert!(Time::parse_canonical(b"2024-01-01T00:00:00.000000000Z").is_some());
+        for bad in [
+            "2023-02-29T00:00:00.000000000Z",
+            "2024-01-01T24:00:00.000000000Z",
+            "2024-00-01T00:00:00.000000000Z",
+            "2024-01-32T00:00:00.000000000Z",
+            "2024-01-01T00:00:00.00000000aZ",
+            "9999-12-31T23:59:59.999999999Z",
+            "0000-01-01T00:00:00.000000000Z",
+        ] {
+            assert!(Time::parse_rfc3339(bad).is_err(), "{bad}");
+        }
+        // RFC 3339 allows a lower-case `t` and `z`, and a leap second
+        for good in [
+            "2024-01-01T00:00:60.000000000Z",
+            "2024-01-01t00:00:00.000000000Z",
+            "2024-01-01T00:00:00.000000000z",
+        ] {
+            assert!(Time::parse_rfc3339(good).is_ok(), "{good}");
+        }
+        assert_eq!(
+            Time::parse_rfc3339("2024-01-01t00:00:00.000000000z"),
+            Time::parse_rfc3339("2024-01-01T00:00:00Z")
+        );
     }
 
     #[test]
@@ -467,6 +302,15 @@ mod tests {
             "2024-01-01T00:00:00.Z",
             "2024-01-01T00:00:00.1234567890Z",
             "2024-01-01 00:00:00+0100",
+            // what jiff alone would accept
+            "20240101T000000Z",
+            "2024-01-01T00:00:00+01",
+            "2024-01-01T00:00:00Z[UTC]",
+            "2024-01-01T00:00Z",
+            "+002024-01-01T00:00:00Z",
+            "2024-01-01T00:00:00,5Z",
+            "2024-01-01T00:00:00+01:00:00",
+            "2024-01-01T00:00:00.123456789+01:00[Europe/Paris]",
         ] {
             let e = Time::parse_rfc3339(bad).unwrap_err();
             assert!(!e.to_string().is_empty(), "{bad}");

@@ -10,14 +10,11 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::prehashed::BuildPrehashed;
-
 /// At most `capacity` pods' digests; remembering a new one in a full set forgets the one
 /// remembered longest ago.
 #[derive(Debug)]
 pub struct RootedPods {
-    /// Digests are already mixed: each is its own hash.
-    set: HashSet<u64, BuildPrehashed>,
+    set: HashSet<u64, foldhash::fast::RandomState>,
     /// The digests in the order they were remembered.
     order: VecDeque<u64>,
     capacity: usize,
