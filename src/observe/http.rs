@@ -90,7 +90,7 @@ async fn metrics(State(s): State<HttpState>) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        s.prometheus.render(),
+        super::metrics::render(&s.prometheus),
     )
         .into_response()
 }

@@ -124,6 +124,23 @@ pub fn builder() -> PrometheusBuilder {
         .expect("bucket layouts are non-empty")
 }
 
+/// Histograms whose names end in `count`: the exporter renders their count sample without
+/// the `_count` suffix (it adds a suffix only when the name does not already end with it).
+const COUNT_NAMED_HISTOGRAMS: &[&str] = &["kubelet_containers_per_pod_count"];
+
+/// The text of `/metrics`: what `handle`'s recorder holds, each histogram's count sample
+/// named `<name>_count`.
+pub fn render(handle: &PrometheusHandle) -> String {
+    let mut text = handle.render();
+    for name in COUNT_NAMED_HISTOGRAMS {
+        for end in [' ', '{'] {
+            let (wrong, right) = (format!("\n{name}{end}"), format!("\n{name}_count{end}"));
+            text = text.replace(&wrong, &right);
+        }
+    }
+    text
+}
+
 /// The process metrics (`process_*`), read now: called just before `/metrics` is rendered.
 pub fn collect_process() {
     metrics_process::Collector::default().collect();
@@ -180,6 +197,24 @@ pub mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_histogram_named_count_has_a_count_sample_named_count() {
+        let text = testing::recorded(|h| {
+            metrics::histogram!("kubelet_containers_per_pod_count").record(2.0);
+            render(h)
+        });
+        assert!(
+            text.contains("\nkubelet_containers_per_pod_count_count 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nkubelet_containers_per_pod_count_sum 2\n"));
+        assert!(text.contains("kubelet_containers_per_pod_count_bucket{le=\"2\"} 1\n"));
+        assert!(
+            !text.contains("\nkubelet_containers_per_pod_count "),
+            "{text}"
+        );
+    }
 
     #[test]
     fn bucket_layouts_are_the_kubelets() {
