@@ -76,26 +76,21 @@ async fn healthz(State(s): State<HttpState>) -> Response {
     }
 }
 
-/// `/metrics`: what the `metrics` facade recorded, then what the engine keeps itself (fold
-/// statistics, pod gauges, the ledger; copied under a short lock), then the process metrics.
+/// `/metrics`: the gauges read from state (pods and the ledger, under a short lock) and the
+/// process metrics are set, then everything the `metrics` facade recorded is rendered.
 async fn metrics(State(s): State<HttpState>) -> Response {
-    let mut text = crate::observe::exposition::Text(s.prometheus.render());
-    if !text.0.is_empty() && !text.0.ends_with('\n') {
-        text.0.push('\n');
-    }
     {
         let engine = s.engine.lock().expect("engine");
-        engine.observer().render(&mut text);
-        crate::observe::state_metrics::render_node(engine.node(), &mut text);
-        crate::observe::state_metrics::render_ledger(&engine.ledger().stats(), &mut text);
+        crate::observe::state_metrics::set_node(engine.node());
+        crate::observe::state_metrics::set_ledger(&engine.ledger().stats());
     }
-    crate::observe::state_metrics::render_process(&mut text);
+    crate::observe::metrics::collect_process();
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        text.0,
+        crate::observe::metrics::render(&s.prometheus),
     )
         .into_response()
 }

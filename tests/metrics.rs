@@ -217,6 +217,7 @@ fn metrics_01_promtool_check_metrics_accepts_the_agents_metrics_with_the_kubelet
         "kubelet_pod_start_sli_duration_seconds_bucket{le=\"3600\"}",
         "kubelet_pod_status_sync_duration_seconds_bucket{le=\"45\"}",
         "kubelet_containers_per_pod_count_bucket{le=\"16\"}",
+        "kubelet_containers_per_pod_count_count ",
         "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"run_podsandbox\",le=\"0.03125\"}",
         "kubelet_runtime_operations_errors_total{operation_type=\"start_container\"}",
         "kubelet_started_containers_total{container_type=\"init_container\"}",

@@ -206,6 +206,89 @@ pub fn describe_all() {
         "ledgerlet_events_dropped_total",
         "Kubernetes Events dropped because the event queue was full."
     );
+    describe_counter!(
+        super::fold::RECORDS_TOTAL,
+        "Ledger records folded, by kind."
+    );
+    describe_histogram!(
+        super::fold::FOLD_DURATION_SECONDS,
+        Unit::Seconds,
+        "The engine's turn on one record, by kind: its fold and the hand-off of its commands, until the next record's fold starts or the engine is idle."
+    );
+    describe_counter!(
+        super::fold::TRANSITIONS_TOTAL,
+        "Pod worker lifecycle transitions (none, sync, terminating, terminated, finished)."
+    );
+    describe_histogram!(
+        super::fold::TRANSITION_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time a pod worker spent in the `from` state before the transition."
+    );
+    describe_histogram!(
+        "kubelet_pod_worker_start_duration_seconds",
+        Unit::Seconds,
+        "Duration in seconds from seeing a pod to starting a worker."
+    );
+    describe_histogram!(
+        "kubelet_pod_start_duration_seconds",
+        Unit::Seconds,
+        "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"
+    );
+    describe_histogram!(
+        "kubelet_pod_start_sli_duration_seconds",
+        Unit::Seconds,
+        "Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch"
+    );
+    describe_histogram!(
+        "kubelet_pod_start_total_duration_seconds",
+        Unit::Seconds,
+        "Duration in seconds to start a pod since creation, including time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch"
+    );
+    describe_histogram!(
+        "kubelet_containers_per_pod_count",
+        "The number of containers per pod."
+    );
+    describe_counter!(
+        "kubelet_restarted_pods_total",
+        "Number of pods that have been restarted because they were deleted and recreated with the same UID while the kubelet was watching them (common for static pods, extremely uncommon for API pods)"
+    );
+    describe_counter!(
+        "kubelet_orphaned_runtime_pods_total",
+        "Number of pods that have been detected in the container runtime without being already known to the pod worker. This typically indicates the kubelet was restarted while a pod was force deleted in the API or in the local configuration, which is unusual."
+    );
+    describe_gauge!(
+        "kubelet_desired_pods",
+        "The number of pods the kubelet is being instructed to run. static is true if the pod is not from the apiserver."
+    );
+    describe_gauge!(
+        "kubelet_active_pods",
+        "The number of pods the kubelet considers active and which are being considered when admitting new pods. static is true if the pod is not from the apiserver."
+    );
+    describe_gauge!(
+        "kubelet_mirror_pods",
+        "The number of mirror pods the kubelet will try to create (one per admitted static pod)"
+    );
+    describe_gauge!(
+        "kubelet_working_pods",
+        "Number of pods the kubelet is actually running, broken down by lifecycle phase, whether the pod is desired, orphaned, or runtime only (also orphaned), and whether the pod is static. An orphaned pod has been removed from local configuration or force deleted in the API and consumes resources that are not otherwise visible."
+    );
+    describe_gauge!(
+        "ledgerlet_ledger_retained_records",
+        "Records retained in the in-memory ledger."
+    );
+    describe_gauge!(
+        "ledgerlet_ledger_retained_bytes",
+        "Bytes retained by the ledger (records and the objects they share, each once)."
+    );
+    describe_counter!(
+        "ledgerlet_ledger_evicted_records_total",
+        "Records evicted by retention since start."
+    );
+    describe_gauge!(
+        "ledgerlet_ledger_snapshots",
+        "Snapshots of the folded state retained for replay."
+    );
+    describe_gauge!("ledgerlet_ledger_last_seq", "Seq of the newest record.");
     // counters that exist before their first event
     for name in [
         PLEG_DISCARDED_EVENTS_TOTAL,

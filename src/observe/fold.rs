@@ -10,23 +10,26 @@
 //! `kubelet_pod_worker_start_duration_seconds`, `kubelet_pod_start_duration_seconds`,
 //! `kubelet_pod_start_sli_duration_seconds`, `kubelet_pod_start_total_duration_seconds`,
 //! `kubelet_containers_per_pod_count`, `kubelet_restarted_pods_total{static}`,
-//! `kubelet_orphaned_runtime_pods_total`). They are plain integers read under the engine's
-//! lock at scrape time: a registry lookup per record would cost more than the fold.
+//! `kubelet_orphaned_runtime_pods_total`), through the `metrics` facade. Their handles are
+//! looked up once (per kind when the observer is made, per transition when it first happens),
+//! so a record costs a counter increment and a histogram sample, never a registry lookup.
 //!
 //! Time is measured in *turns*: a record's turn is the engine's time on it, from the moment
 //! the observer takes it up (just before its fold) to the moment it takes up the next record,
 //! or to the moment the engine has nothing more to do ([`FoldObserver::idle`]). It covers
 //! the fold, the observer's own work on the record, the hand-off of the record's
 //! commands and the engine's bookkeeping, so a fold span contains the start of the command
-//! spans under it. One clock read per record, not two: on a virtual machine a read of the
-//! time-stamp counter costs about 3 % of a fold.
+//! spans under it. One clock read per record ([`clock_ns`]), not two.
 //!
 //! Must not change what the fold does: the core never sees anything from here, and the trace
 //! context is data in the record that replay carries but never reads.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::hash::BuildHasher;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use metrics::{Counter, Histogram};
 
 use opentelemetry::trace::{
     Event as SpanEvent, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
@@ -40,11 +43,7 @@ use crate::core::{pod, Command, Node, Uid};
 use crate::ledger::event::RuntimeAction;
 use crate::ledger::{Event, Record, Time, TraceParent};
 
-use super::clock::{Stopwatch, TickHistograms};
 use super::context::{IdGen, RootSampler, SeqSpanIds};
-use super::exposition::{Histogram, Text};
-use super::fasthash::UidKey;
-use super::metrics::{DEF_BUCKETS, FAST_BUCKETS, POD_STARTUP_BUCKETS};
 use super::otel::Spans;
 use super::rooted_pods::RootedPods;
 use super::starting_pods::{PodStart, StartingPods};
@@ -58,18 +57,21 @@ pub const TRANSITIONS_TOTAL: &str = "ledgerlet_pod_worker_transitions_total";
 /// Time spent in the `from` state of a transition.
 pub const TRANSITION_DURATION_SECONDS: &str = "ledgerlet_pod_worker_transition_duration_seconds";
 
-/// Buckets of `kubelet_containers_per_pod_count` (ExponentialBuckets(1, 2, 5)).
-pub const CONTAINERS_PER_POD_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0];
-/// Buckets of the transition durations (a pod may live for hours).
-pub const TRANSITION_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0,
-];
 /// Fold spans buffered on the engine before they are handed to the batch processor.
 pub const SPAN_BUFFER: usize = 128;
 /// Longest time a fold span waits in the engine's buffer while records keep coming.
 pub const SPAN_BUFFER_AGE_MS: u64 = 20;
 /// Pods remembered for pod start metrics and as having a root span (oldest forgotten first).
 pub const MAX_TRACKED_PODS: usize = 16_384;
+
+/// The fold's clock: nanoseconds on the monotonic clock since its first reading in this
+/// process. Turns and fold spans are timed with it; wall times are made from it only when
+/// spans are handed on.
+#[inline]
+pub fn clock_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
 
 /// A pod worker's lifecycle phase, for transitions (the core's [`WorkerPhase`]).
 pub use crate::core::pod_workers::WorkerPhase as Phase;
@@ -109,7 +111,7 @@ fn check_transition(
 
 /// A fold span as the engine records it: no strings, no allocation, made into the SDK's
 /// `SpanData` only when the tracer's buffer is handed on. Its span id is not stored: it is
-/// derived from the seq ([`SeqSpanIds`]); its times are stopwatch ticks.
+/// derived from the seq ([`SeqSpanIds`]); its times are [`clock_ns`] readings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FoldSpan {
     /// The trace id (the bytes of the record's `trace`).
@@ -118,10 +120,10 @@ pub struct FoldSpan {
     pub parent_span_id: u64,
     /// The record's seq.
     pub seq: u64,
-    /// Stopwatch ticks when the record's turn started.
-    pub start_ticks: u64,
-    /// The turn's length in stopwatch ticks.
-    pub duration_ticks: u64,
+    /// [`clock_ns`] when the record's turn started.
+    pub start_ns: u64,
+    /// The turn's length in nanoseconds.
+    pub duration_ns: u64,
     /// The record's kind, as its index in `Event::KINDS` (`fold <kind>` is the span name).
     pub kind: u8,
     /// The trace flags (sampled).
@@ -257,7 +259,7 @@ struct PodNames<'a> {
 /// Creates fold spans and hands them to the batch processor a buffer at a time.
 ///
 /// A pod's trace is derived, not looked up: its trace id and the span id of its root are
-/// digests of the pod's UID (its [`UidKey`]) with seeds drawn once per tracer, so a record
+/// digests of the pod's UID (foldhash) with seeds drawn once per tracer, so a record
 /// without a parent span joins its pod's trace with a few multiplications instead of a
 /// hash-map lookup per record. The root span itself (`pod`, with the pod's attributes) is
 /// made once, when the pod is first seen ([`FoldTracer::saw_pod`]: its first `PodAdded`, or
@@ -273,12 +275,8 @@ pub struct FoldTracer {
     buffer: Vec<FoldSpan>,
     /// `(index in buffer, note)`, by index.
     notes: Vec<(usize, Note)>,
-    /// Converts ticks to wall time (on the conversion thread).
-    watch: Stopwatch,
-    /// Stopwatch ticks when the oldest buffered span was finished.
+    /// [`clock_ns`] when the oldest buffered span was finished.
     buffered_since: Option<u64>,
-    /// [`SPAN_BUFFER_AGE_MS`] in stopwatch ticks.
-    max_age_ticks: u64,
     /// Seeds of the pods' trace ids and root span ids.
     pod_seeds: [u64; 2],
     /// Pods whose root span was made, so a pod seen again (a static pod's manifest added
@@ -290,7 +288,6 @@ pub struct FoldTracer {
 impl FoldTracer {
     /// A tracer feeding `spans`.
     pub fn new(sampler: RootSampler, mut ids: IdGen, spans: Arc<Spans>) -> FoldTracer {
-        static MAX_AGE_TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let pod_seeds = [ids.span_id(), ids.span_id()];
         let span_ids = SeqSpanIds::new(ids.span_id());
         FoldTracer {
@@ -300,10 +297,7 @@ impl FoldTracer {
             spans,
             buffer: Vec::with_capacity(SPAN_BUFFER),
             notes: Vec::new(),
-            watch: Stopwatch::new(),
             buffered_since: None,
-            max_age_ticks: *MAX_AGE_TICKS
-                .get_or_init(|| Stopwatch::new().ticks_within(SPAN_BUFFER_AGE_MS * 1_000_000)),
             pod_seeds,
             rooted: RootedPods::new(MAX_TRACKED_PODS),
         }
@@ -326,22 +320,22 @@ impl FoldTracer {
         }
     }
 
-    /// The root span of the pod with `key`: the same for every record about the pod, made
-    /// from the key alone (sampled by its trace id, as any root).
+    /// The root span of the pod with `uid`: the same for every record about the pod, made
+    /// from the UID alone (sampled by its trace id, as any root).
     ///
-    /// One 64-bit digest of the key makes both ids (the low half of the trace id, which the
+    /// One 64-bit digest of the UID makes both ids (the low half of the trace id, which the
     /// sampler reads, and the span id are the digest's bits rotated and mixed with the
-    /// second seed), so two pods share a trace only if their keys' digests collide: about
-    /// 10⁻¹¹ among the [`MAX_TRACKED_PODS`] pods, the odds of a `UidKey` collision.
+    /// second seed), so two pods share a trace only if their digests collide: about 10⁻¹¹
+    /// among the [`MAX_TRACKED_PODS`] pods.
     #[inline]
-    fn pod_root(&self, key: UidKey) -> TraceParent {
-        self.pod_root_of(self.pod_digest(key))
+    fn pod_root(&self, uid: &str) -> TraceParent {
+        self.pod_root_of(self.pod_digest(uid))
     }
 
-    /// The digest of a pod's key that its trace id and root span id are made of.
+    /// The digest of a pod's UID that its trace id and root span id are made of.
     #[inline]
-    fn pod_digest(&self, key: UidKey) -> u64 {
-        key.digest(self.pod_seeds[0])
+    fn pod_digest(&self, uid: &str) -> u64 {
+        foldhash::quality::FixedState::with_seed(self.pod_seeds[0]).hash_one(uid)
     }
 
     /// [`FoldTracer::pod_root`] from the pod's digest.
@@ -360,7 +354,7 @@ impl FoldTracer {
     #[inline]
     fn open_root(&mut self, event: &Event, seq: u64) -> Opened {
         if let Some(uid) = event.pod_uid_str() {
-            let root = self.pod_root(UidKey::of(uid));
+            let root = self.pod_root(uid);
             return self.child(root, seq);
         }
         let trace_id = self.ids.trace_id();
@@ -376,12 +370,12 @@ impl FoldTracer {
     }
 
     /// A pod is seen (added, or found in the runtime) by the record with `seq` of `kind`,
-    /// whose turn starts at `now_ticks`: the first time, its root span (if its trace is
-    /// sampled) is buffered, starting and ending there.
+    /// whose turn starts at `now` ([`clock_ns`]): the first time, its root span (if its
+    /// trace is sampled) is buffered, starting and ending there.
     #[cold]
     #[inline(never)]
-    fn saw_pod(&mut self, pod: PodNames<'_>, seq: u64, kind: u8, now_ticks: u64) {
-        let digest = self.pod_digest(UidKey::of(pod.uid));
+    fn saw_pod(&mut self, pod: PodNames<'_>, seq: u64, kind: u8, now: u64) {
+        let digest = self.pod_digest(pod.uid);
         if !self.rooted.insert_new(digest) {
             return;
         }
@@ -395,34 +389,34 @@ impl FoldTracer {
             namespace: pod.namespace.to_string(),
             name: pod.name.to_string(),
         };
-        self.make_room(now_ticks);
+        self.make_room(now);
         self.notes.push((self.buffer.len(), root));
         self.buffer.push(FoldSpan {
             trace_id: ctx.trace_id_bytes(),
             parent_span_id: 0,
             seq,
-            start_ticks: now_ticks,
-            duration_ticks: 0,
+            start_ns: now,
+            duration_ns: 0,
             kind,
             flags: ctx.flags(),
         });
     }
 
     #[inline]
-    fn make_room(&mut self, now_ticks: u64) {
+    fn make_room(&mut self, now: u64) {
         if self.buffer.len() >= SPAN_BUFFER {
             self.flush();
         }
         if self.buffer.is_empty() {
-            self.buffered_since = Some(now_ticks);
+            self.buffered_since = Some(now);
         }
     }
 
     /// Buffers the span of the record whose turn starts now; its duration is set when the
     /// turn ends ([`FoldTracer::end_last`]). Every span already buffered is finished.
     #[inline]
-    fn begin(&mut self, span: FoldSpan, now_ticks: u64) {
-        self.make_room(now_ticks);
+    fn begin(&mut self, span: FoldSpan, now: u64) {
+        self.make_room(now);
         self.buffer.push(span);
     }
 
@@ -436,19 +430,19 @@ impl FoldTracer {
         }
     }
 
-    /// Sets the duration of the last buffered span (its turn ended after `ticks`).
+    /// Sets the duration of the last buffered span (its turn ended after `ns`).
     #[inline]
-    fn end_last(&mut self, ticks: u64) {
+    fn end_last(&mut self, ns: u64) {
         if let Some(s) = self.buffer.last_mut() {
-            s.duration_ticks = ticks;
+            s.duration_ns = ns;
         }
     }
 
     #[inline]
-    fn flush_if_old(&mut self, now_ticks: u64) {
+    fn flush_if_old(&mut self, now: u64) {
         if self
             .buffered_since
-            .is_some_and(|t| now_ticks.wrapping_sub(t) >= self.max_age_ticks)
+            .is_some_and(|t| now.saturating_sub(t) >= SPAN_BUFFER_AGE_MS * 1_000_000)
         {
             self.flush();
         }
@@ -464,25 +458,20 @@ impl FoldTracer {
         }
         let spans = std::mem::replace(&mut self.buffer, Vec::with_capacity(SPAN_BUFFER));
         let notes = std::mem::take(&mut self.notes);
-        let (ids, watch) = (self.span_ids, self.watch.clone());
+        let ids = self.span_ids;
         let n = spans.len();
         self.spans
-            .push_later(n, Box::new(move || span_datas(&spans, &notes, ids, &watch)));
+            .push_later(n, Box::new(move || span_datas(&spans, &notes, ids)));
     }
 }
 
-/// Buffered fold spans as the SDK exports them, their ticks made wall times against one
-/// reading of both clocks.
-fn span_datas(
-    spans: &[FoldSpan],
-    notes: &[(usize, Note)],
-    ids: SeqSpanIds,
-    watch: &Stopwatch,
-) -> Vec<SpanData> {
-    let (now_ticks, now) = (watch.ticks(), SystemTime::now());
-    let wall = |t: u64| match t.checked_sub(now_ticks) {
-        Some(_) => now + Duration::from_nanos(watch.nanos(now_ticks, t)),
-        None => now - Duration::from_nanos(watch.nanos(t, now_ticks)),
+/// Buffered fold spans as the SDK exports them, their [`clock_ns`] readings made wall times
+/// against one reading of both clocks.
+fn span_datas(spans: &[FoldSpan], notes: &[(usize, Note)], ids: SeqSpanIds) -> Vec<SpanData> {
+    let (now_ns, now) = (clock_ns(), SystemTime::now());
+    let wall = |t: u64| match t.checked_sub(now_ns) {
+        Some(ahead) => now + Duration::from_nanos(ahead),
+        None => now - Duration::from_nanos(now_ns - t),
     };
     let mut notes = notes.iter().peekable();
     let mut mine = Vec::new();
@@ -501,8 +490,8 @@ fn span_datas(
                     Note::Transition { .. } => None,
                 })
                 .unwrap_or_else(|| ids.of(s.seq));
-            let start = wall(s.start_ticks);
-            let end = start + Duration::from_nanos(watch.ticks_to_nanos(s.duration_ticks));
+            let start = wall(s.start_ns);
+            let end = start + Duration::from_nanos(s.duration_ns);
             span_data(s, span_id, (start, end), &mine)
         })
         .collect()
@@ -514,7 +503,7 @@ fn span_datas(
 struct Turn {
     /// The record's kind (index in `Event::KINDS`).
     kind: usize,
-    /// Stopwatch ticks when its fold started.
+    /// [`clock_ns`] when its fold started.
     started: u64,
     /// Its fold span is the last one in the tracer's buffer, duration still 0.
     traced: bool,
@@ -522,13 +511,15 @@ struct Turn {
 
 /// The fold statistics, transitions and pod start metrics of one engine, plus its tracer.
 pub struct FoldObserver {
-    watch: Stopwatch,
-    /// Turn durations by kind (`ledgerlet_fold_duration_seconds`); their counts, plus the
-    /// running turn, are `ledgerlet_ledger_records_total`.
-    folds: TickHistograms,
+    /// `ledgerlet_ledger_records_total`, by kind (counted when a record is folded).
+    records: Box<[Counter]>,
+    /// `ledgerlet_fold_duration_seconds`, by kind (observed when a turn ends), registered
+    /// at the kind's first turn so kinds never folded have no series.
+    durations: Box<[Option<Histogram>]>,
     /// The record whose turn is still running.
     turn: Option<Turn>,
-    transitions: BTreeMap<(Phase, Phase), (u64, Histogram)>,
+    /// Each transition's count and, from a phase other than `none`, its duration.
+    transitions: BTreeMap<(Phase, Phase), (Counter, Option<Histogram>)>,
     /// Pods between their first sighting and their start.
     starting: StartingPods,
     worker_start: Histogram,
@@ -536,8 +527,9 @@ pub struct FoldObserver {
     pod_start_sli: Histogram,
     pod_start_total: Histogram,
     containers_per_pod: Histogram,
-    restarted_pods: [u64; 2],
-    orphaned_runtime_pods: u64,
+    /// `kubelet_restarted_pods_total{static="false"}`, then `{static="true"}`.
+    restarted_pods: [Counter; 2],
+    orphaned_runtime_pods: Counter,
     tracer: Option<FoldTracer>,
     /// Folds that changed some worker's phase (tests check that most folds skip the lookup).
     #[cfg(test)]
@@ -551,21 +543,29 @@ impl Default for FoldObserver {
 }
 
 impl FoldObserver {
-    /// An observer; with a tracer, records get trace contexts and fold spans are exported.
+    /// An observer recording into the recorder in scope (the process's, or a test's local
+    /// one); with a tracer, records get trace contexts and fold spans are exported.
     pub fn new(tracer: Option<FoldTracer>) -> FoldObserver {
+        use metrics::{counter, histogram};
         FoldObserver {
-            watch: Stopwatch::new(),
-            folds: TickHistograms::new(FAST_BUCKETS, Event::KINDS.len()),
+            records: Event::KINDS
+                .iter()
+                .map(|k| counter!(RECORDS_TOTAL, "kind" => *k))
+                .collect(),
+            durations: vec![None; Event::KINDS.len()].into_boxed_slice(),
             turn: None,
             transitions: BTreeMap::new(),
             starting: StartingPods::default(),
-            worker_start: Histogram::new(DEF_BUCKETS),
-            pod_start: Histogram::new(POD_STARTUP_BUCKETS),
-            pod_start_sli: Histogram::new(POD_STARTUP_BUCKETS),
-            pod_start_total: Histogram::new(POD_STARTUP_BUCKETS),
-            containers_per_pod: Histogram::new(CONTAINERS_PER_POD_BUCKETS),
-            restarted_pods: [0; 2],
-            orphaned_runtime_pods: 0,
+            worker_start: histogram!("kubelet_pod_worker_start_duration_seconds"),
+            pod_start: histogram!("kubelet_pod_start_duration_seconds"),
+            pod_start_sli: histogram!("kubelet_pod_start_sli_duration_seconds"),
+            pod_start_total: histogram!("kubelet_pod_start_total_duration_seconds"),
+            containers_per_pod: histogram!("kubelet_containers_per_pod_count"),
+            restarted_pods: [
+                counter!("kubelet_restarted_pods_total", "static" => "false"),
+                counter!("kubelet_restarted_pods_total", "static" => "true"),
+            ],
+            orphaned_runtime_pods: counter!("kubelet_orphaned_runtime_pods_total"),
             tracer,
             #[cfg(test)]
             logged_folds: 0,
@@ -585,7 +585,7 @@ impl FoldObserver {
 
     /// The root span of a pod's trace (`None` without tracing).
     pub fn pod_trace(&self, uid: &Uid) -> Option<TraceParent> {
-        Some(self.tracer.as_ref()?.pod_root(UidKey::of(uid.as_str())))
+        Some(self.tracer.as_ref()?.pod_root(uid.as_str()))
     }
 
     /// The span a command's own span hangs under: the span of the record whose fold emitted
@@ -610,11 +610,11 @@ impl FoldObserver {
     /// Folds `record` and records what the fold did.
     ///
     /// This runs once per record on the engine's thread, so its common path is short and
-    /// touches little memory: one stopwatch read (which ends the last record's turn and
-    /// starts this one's), a bucket counter and, with tracing, one [`FoldSpan`] written to a
-    /// buffer (its length filled in when the turn ends). Span ids, names, attributes and wall
-    /// times are made when the buffer is handed on, a buffer at a time; bucket sums and
-    /// seconds at scrape time.
+    /// touches little memory: one clock read (which ends the last record's turn and starts
+    /// this one's), a counter increment, a histogram sample (the last turn's) and, with
+    /// tracing, one [`FoldSpan`] written to a buffer (its length filled in when the turn
+    /// ends). Span ids, names, attributes and wall times are made when the buffer is handed
+    /// on, a buffer at a time.
     ///
     /// Transitions: only `UpdatePod` and `SyncFinished` are watched, and a transition is a
     /// difference between the watched worker's phase before and after the fold. The core
@@ -633,9 +633,10 @@ impl FoldObserver {
         opened: Option<Opened>,
     ) -> Vec<Command> {
         // one clock read per record: the start of this record's turn is the end of the last
-        let started = self.watch.ticks();
+        let started = clock_ns();
         self.end_turn(started);
         let kind = record.event.kind_index();
+        self.records[kind].increment(1);
         match &record.event {
             Event::PodAdded(c) => self.pod_added(node, record, &c.pod, kind, started),
             Event::UpdatePod(u) => {
@@ -663,8 +664,8 @@ impl FoldObserver {
                         trace_id: o.ctx.trace_id_bytes(),
                         parent_span_id: o.parent_span_id,
                         seq: record.seq,
-                        start_ticks: started,
-                        duration_ticks: 0,
+                        start_ns: started,
+                        duration_ns: 0,
                         kind: kind as u8,
                         flags: o.ctx.flags(),
                     },
@@ -735,7 +736,7 @@ impl FoldObserver {
     #[cold]
     #[inline(never)]
     fn orphan_found(&mut self, p: &RunningPod, seq: u64, kind: usize, started: u64) {
-        self.orphaned_runtime_pods += 1;
+        self.orphaned_runtime_pods.increment(1);
         if let Some(t) = self.tracer.as_mut() {
             let names = PodNames {
                 uid: p.uid.as_str(),
@@ -746,7 +747,7 @@ impl FoldObserver {
         }
     }
 
-    /// Ends the running turn at `now` (stopwatch ticks): its duration is observed and its
+    /// Ends the running turn at `now` ([`clock_ns`]): its duration is observed and its
     /// span, if sampled, finished; buffered spans older than [`SPAN_BUFFER_AGE_MS`] then go
     /// to the batch processor.
     #[inline]
@@ -754,11 +755,15 @@ impl FoldObserver {
         let Some(turn) = self.turn else {
             return;
         };
-        self.folds
-            .observe(turn.kind, now.wrapping_sub(turn.started));
+        let ns = now.saturating_sub(turn.started);
+        self.durations[turn.kind]
+            .get_or_insert_with(
+                || metrics::histogram!(FOLD_DURATION_SECONDS, "kind" => Event::KINDS[turn.kind]),
+            )
+            .record(ns as f64 / 1e9);
         if let Some(t) = self.tracer.as_mut() {
             if turn.traced {
-                t.end_last(now.saturating_sub(turn.started));
+                t.end_last(ns);
             }
             t.flush_if_old(now);
         }
@@ -814,13 +819,18 @@ impl FoldObserver {
         uid: &Uid,
         traced: bool,
     ) {
-        let e = self
-            .transitions
-            .entry((from, to))
-            .or_insert_with(|| (0, Histogram::new(TRANSITION_BUCKETS)));
-        e.0 += 1;
-        if let Some(t) = entered {
-            e.1.observe(record.at.since(t).as_secs_f64());
+        let (count, duration) = self.transitions.entry((from, to)).or_insert_with(|| {
+            let (f, t) = (from.as_str(), to.as_str());
+            (
+                metrics::counter!(TRANSITIONS_TOTAL, "from" => f, "to" => t),
+                (from != Phase::None).then(
+                    || metrics::histogram!(TRANSITION_DURATION_SECONDS, "from" => f, "to" => t),
+                ),
+            )
+        });
+        count.increment(1);
+        if let (Some(h), Some(t)) = (duration, entered) {
+            h.record(record.at.since(t).as_secs_f64());
         }
         if let Some(t) = self.tracer.as_mut().filter(|_| traced) {
             t.note_transition(from.as_str(), to.as_str(), uid.as_str());
@@ -831,8 +841,7 @@ impl FoldObserver {
     /// fold span goes to the batch processor.
     pub fn idle(&mut self) {
         if self.turn.is_some() {
-            let now = self.watch.ticks();
-            self.end_turn(now);
+            self.end_turn(clock_ns());
             self.turn = None;
         }
         if let Some(t) = self.tracer.as_mut() {
@@ -848,7 +857,7 @@ impl FoldObserver {
         // kubelet_restarted_pods_total: the same UID comes back after its worker finished
         if let Some(s) = node.pod_workers.status(&uid) {
             if s.is_finished() || s.is_terminated() {
-                self.restarted_pods[usize::from(is_static)] += 1;
+                self.restarted_pods[usize::from(is_static)].increment(1);
             }
             return;
         }
@@ -914,9 +923,9 @@ impl FoldObserver {
             }
             if let Some(st) = self.starting.worker_started(s.uid.as_str()) {
                 self.worker_start
-                    .observe(record.at.since(st.first_seen).as_secs_f64());
+                    .record(record.at.since(st.first_seen).as_secs_f64());
                 let n = s.pod.spec.as_ref().map_or(0, |sp| sp.containers.len());
-                self.containers_per_pod.observe(n as f64);
+                self.containers_per_pod.record(n as f64);
             }
         }
     }
@@ -934,7 +943,7 @@ impl FoldObserver {
         if running && !st.running_seen {
             st.running_seen = true;
             self.pod_start
-                .observe(record.at.since(st.first_seen).as_secs_f64());
+                .record(record.at.since(st.first_seen).as_secs_f64());
         }
         let all_started = running
             && status.container_statuses.as_ref().is_some_and(|cs| {
@@ -950,116 +959,11 @@ impl FoldObserver {
                 (Some(a), Some(b)) => b.since(a),
                 _ => Duration::ZERO,
             };
-            self.pod_start_total.observe(total.as_secs_f64());
+            self.pod_start_total.record(total.as_secs_f64());
             self.pod_start_sli
-                .observe(total.saturating_sub(pulling).as_secs_f64());
+                .record(total.saturating_sub(pulling).as_secs_f64());
             self.starting.forget(uid.as_str());
         }
-    }
-
-    /// Writes the families this observer keeps.
-    pub fn render(&self, out: &mut Text) {
-        out.family(RECORDS_TOTAL, "counter", "Ledger records folded, by kind.");
-        for (i, kind) in Event::KINDS.iter().enumerate() {
-            let running = self.turn.is_some_and(|t| t.kind == i);
-            out.sample(
-                RECORDS_TOTAL,
-                &[("kind", kind)],
-                (self.folds.count(i) + u64::from(running)) as f64,
-            );
-        }
-        out.family(
-            FOLD_DURATION_SECONDS,
-            "histogram",
-            "The engine's turn on one record, by kind: its fold and the hand-off of its commands, until the next record's fold starts or the engine is idle.",
-        );
-        for (i, kind) in Event::KINDS.iter().enumerate() {
-            if self.folds.count(i) > 0 {
-                let h = self.folds.to_seconds(i, &self.watch);
-                out.histogram(FOLD_DURATION_SECONDS, &[("kind", kind)], &h);
-            }
-        }
-        out.family(
-            TRANSITIONS_TOTAL,
-            "counter",
-            "Pod worker lifecycle transitions (none, sync, terminating, terminated, finished).",
-        );
-        for ((from, to), (n, _)) in &self.transitions {
-            out.sample(
-                TRANSITIONS_TOTAL,
-                &[("from", from.as_str()), ("to", to.as_str())],
-                *n as f64,
-            );
-        }
-        out.family(
-            TRANSITION_DURATION_SECONDS,
-            "histogram",
-            "Time a pod worker spent in the `from` state before the transition.",
-        );
-        for ((from, to), (_, h)) in &self.transitions {
-            if *from != Phase::None {
-                out.histogram(
-                    TRANSITION_DURATION_SECONDS,
-                    &[("from", from.as_str()), ("to", to.as_str())],
-                    h,
-                );
-            }
-        }
-        for (name, help, h) in [
-            (
-                "kubelet_pod_worker_start_duration_seconds",
-                "Duration in seconds from seeing a pod to starting a worker.",
-                &self.worker_start,
-            ),
-            (
-                "kubelet_pod_start_duration_seconds",
-                "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
-                &self.pod_start,
-            ),
-            (
-                "kubelet_pod_start_sli_duration_seconds",
-                "Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
-                &self.pod_start_sli,
-            ),
-            (
-                "kubelet_pod_start_total_duration_seconds",
-                "Duration in seconds to start a pod since creation, including time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
-                &self.pod_start_total,
-            ),
-            (
-                "kubelet_containers_per_pod_count",
-                "The number of containers per pod.",
-                &self.containers_per_pod,
-            ),
-        ] {
-            out.family(name, "histogram", help);
-            out.histogram(name, &[], h);
-        }
-        out.family(
-            "kubelet_restarted_pods_total",
-            "counter",
-            "Number of pods that have been restarted because they were deleted and recreated with the same UID while the kubelet was watching them (common for static pods, extremely uncommon for API pods)",
-        );
-        out.sample(
-            "kubelet_restarted_pods_total",
-            &[("static", "false")],
-            self.restarted_pods[0] as f64,
-        );
-        out.sample(
-            "kubelet_restarted_pods_total",
-            &[("static", "true")],
-            self.restarted_pods[1] as f64,
-        );
-        out.family(
-            "kubelet_orphaned_runtime_pods_total",
-            "counter",
-            "Number of pods that have been detected in the container runtime without being already known to the pod worker. This typically indicates the kubelet was restarted while a pod was force deleted in the API or in the local configuration, which is unusual.",
-        );
-        out.sample(
-            "kubelet_orphaned_runtime_pods_total",
-            &[],
-            self.orphaned_runtime_pods as f64,
-        );
     }
 }
 
@@ -1067,6 +971,8 @@ impl FoldObserver {
 mod tests {
     use super::*;
     use crate::core::pod_workers::worker_phase;
+    use crate::observe::metrics::testing::{recorded, total};
+    use metrics_exporter_prometheus::PrometheusHandle;
     use std::collections::BTreeMap;
 
     /// Transitions by the plain definition: the worker's phase looked up before and after
@@ -1092,6 +998,12 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Runs `f` with its metrics discarded (a simulation's own engine, say, whose records
+    /// a test then folds into a recorder of its own).
+    fn unrecorded<T>(f: impl FnOnce() -> T) -> T {
+        metrics::with_local_recorder(&metrics::NoopRecorder, f)
     }
 
     use crate::observe::otel::testing::Sink;
@@ -1135,8 +1047,8 @@ mod tests {
             trace_id: 1u128.to_be_bytes(),
             parent_span_id: 99,
             seq: 5,
-            start_ticks: 0,
-            duration_ticks: 0,
+            start_ns: 0,
+            duration_ns: 0,
             kind: Event::KINDS.iter().position(|k| *k == "UpdatePod").unwrap() as u8,
             flags: 1,
         };
@@ -1297,8 +1209,14 @@ mod tests {
 
     #[test]
     fn a_records_turn_runs_until_the_next_fold_starts_or_the_engine_is_idle() {
+        recorded(a_records_turn_runs_until_the_next_fold_starts_or_the_engine_is_idle_in);
+    }
+
+    fn a_records_turn_runs_until_the_next_fold_starts_or_the_engine_is_idle_in(
+        metrics: &PrometheusHandle,
+    ) {
         let (mut observer, exporting, sink) = traced_observer(Default::default(), 7);
-        let sim = crate::sim::scenarios::busy_node(3, 30 * 1000);
+        let sim = unrecorded(|| crate::sim::scenarios::busy_node(3, 30 * 1000));
         let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).take(5).cloned().collect();
         let mut node = Node::default();
         // one input: five records folded back to back
@@ -1308,27 +1226,18 @@ mod tests {
             let _ = observer.fold(&mut node, r, opened);
             std::thread::sleep(Duration::from_millis(2));
             // records are counted when folded; a turn is timed when it ends
-            let folded: u64 = (0..Event::KINDS.len())
-                .map(|k| observer.folds.count(k))
-                .sum();
-            assert_eq!(folded, i as u64, "turns ended after record {i}");
+            let text = metrics.render();
+            let timed = total(&text, &format!("{FOLD_DURATION_SECONDS}_count"));
+            assert_eq!(timed, i as f64, "turns ended after record {i}");
+            assert_eq!(total(&text, RECORDS_TOTAL), (i + 1) as f64);
             assert!(observer.turn.is_some_and(|t| t.kind == kind(r)));
         }
-        let mut text = Text(String::new());
-        observer.render(&mut text);
-        let counted: f64 = text
-            .0
-            .lines()
-            .filter(|l| l.starts_with(RECORDS_TOTAL))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
+        let counted = total(&metrics.render(), RECORDS_TOTAL);
         assert_eq!(counted, 5.0, "the running turn's record is counted");
         observer.idle();
         assert!(observer.turn.is_none());
-        let folded: u64 = (0..Event::KINDS.len())
-            .map(|k| observer.folds.count(k))
-            .sum();
-        assert_eq!(folded, 5);
+        let timed = total(&metrics.render(), &format!("{FOLD_DURATION_SECONDS}_count"));
+        assert_eq!(timed, 5.0);
         assert!(exporting.flush());
         let (roots, mut spans): (Vec<_>, Vec<_>) = sink
             .0
@@ -1348,7 +1257,7 @@ mod tests {
         assert_eq!(roots.len(), added);
         for (a, b) in spans.iter().zip(&spans[1..]) {
             // each turn ends where the next begins (to the nanosecond: each end is converted
-            // from ticks on its own)
+            // on its own)
             let gap = b
                 .start_time
                 .duration_since(a.end_time)
@@ -1365,10 +1274,16 @@ mod tests {
 
     #[test]
     fn pods_start_at_the_first_record_after_which_their_status_says_so() {
+        recorded(pods_start_at_the_first_record_after_which_their_status_says_so_in);
+    }
+
+    fn pods_start_at_the_first_record_after_which_their_status_says_so_in(
+        metrics: &PrometheusHandle,
+    ) {
         // the plain definition: after every record, every pod first seen in a PodAdded and
         // not yet started is looked up; it is Running (pod start) and has every container
         // running (total) at the first record whose fold made its status say so
-        let sim = crate::sim::scenarios::busy_node(40, 4 * 60 * 1000);
+        let sim = unrecorded(|| crate::sim::scenarios::busy_node(40, 4 * 60 * 1000));
         let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
         let mut node = Node::default();
         // first seen, created, seen running
@@ -1450,14 +1365,17 @@ mod tests {
             "{} workers",
             worker_delays.len()
         );
-        let holds = |h: &Histogram, want: &[f64]| {
+        let text = metrics.render();
+        let holds = |name: &str, want: &[f64]| {
             let sum: f64 = want.iter().sum();
-            assert_eq!(h.count(), want.len() as u64);
-            assert!((h.sum - sum).abs() < 1e-6, "{} vs {sum}", h.sum);
+            let got = crate::observe::metrics::testing::total(&text, &format!("{name}_sum"));
+            let count = crate::observe::metrics::testing::total(&text, &format!("{name}_count"));
+            assert_eq!(count, want.len() as f64, "{name}");
+            assert!((got - sum).abs() < 1e-6, "{name}: {got} vs {sum}");
         };
-        holds(&observer.pod_start_total, &total);
-        holds(&observer.pod_start, &running);
-        holds(&observer.worker_start, &worker_delays);
+        holds("kubelet_pod_start_total_duration_seconds", &total);
+        holds("kubelet_pod_start_duration_seconds", &running);
+        holds("kubelet_pod_worker_start_duration_seconds", &worker_delays);
     }
 
     #[test]
@@ -1479,21 +1397,42 @@ mod tests {
 
     #[test]
     fn transitions_are_those_of_lookups_before_and_after_every_update_and_sync_finished() {
+        recorded(
+            transitions_are_those_of_lookups_before_and_after_every_update_and_sync_finished_in,
+        );
+    }
+
+    fn transitions_are_those_of_lookups_before_and_after_every_update_and_sync_finished_in(
+        metrics: &PrometheusHandle,
+    ) {
         // deletions after 5 min, failing first syncs, jobs that complete: every transition
-        let sim = crate::sim::scenarios::busy_node(40, 7 * 60 * 1000);
+        let sim = unrecorded(|| crate::sim::scenarios::busy_node(40, 7 * 60 * 1000));
         let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
         let mut node = Node::default();
         let mut observer = FoldObserver::default();
         for r in &records {
             let _ = observer.fold(&mut node, r, None);
         }
+        let text = metrics.render();
+        let want = reference(&records);
         let got: BTreeMap<(Phase, Phase), u64> = observer
             .transitions
-            .iter()
-            .map(|(k, (n, _))| (*k, *n))
+            .keys()
+            .map(|(from, to)| {
+                let series = format!(
+                    "{TRANSITIONS_TOTAL}{{from=\"{}\",to=\"{}\"}}",
+                    from.as_str(),
+                    to.as_str()
+                );
+                ((*from, *to), total(&text, &series) as u64)
+            })
             .collect();
-        let want = reference(&records);
         assert_eq!(got, want);
+        assert_eq!(
+            total(&text, TRANSITIONS_TOTAL),
+            want.values().sum::<u64>() as f64,
+            "no other transition is counted"
+        );
         assert!(
             want.contains_key(&(Phase::Sync, Phase::Terminating)),
             "{want:?}"

@@ -1,9 +1,9 @@
-//! The Prometheus exposition of every metric recorded through the `metrics` facade.
+//! The Prometheus exposition of every metric, all recorded through the `metrics` facade.
 //!
 //! Owns the recorder installation, the bucket layouts (the kubelet's, where the kubelet has
-//! the metric) and the recorder's upkeep (histogram samples are folded into their buckets
-//! every few seconds, so memory does not grow between scrapes). Must not record metrics
-//! itself.
+//! the metric), the recorder's upkeep (histogram samples are folded into their buckets
+//! every few seconds, so memory does not grow between scrapes) and the process collector
+//! (`metrics-process`, collected at scrape time). Must not record metrics itself.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -58,12 +58,22 @@ pub const COMMAND_BUCKETS: &[f64] = &[
     0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
+/// `kubelet_containers_per_pod_count` (ExponentialBuckets(1, 2, 5)).
+pub const CONTAINERS_PER_POD_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0];
+
+/// `ledgerlet_pod_worker_transition_duration_seconds` (a pod may live for hours).
+pub const TRANSITION_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0,
+];
+
 /// How often histogram samples are folded into buckets.
 pub const UPKEEP_PERIOD_MS: u64 = 5_000;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
-fn builder() -> PrometheusBuilder {
+/// A recorder with the bucket layouts (not installed): the agent installs one, tests render
+/// their own.
+pub fn builder() -> PrometheusBuilder {
     let layouts: &[(Matcher, &[f64])] = &[
         (Matcher::Prefix("kubelet_pleg_relist".into()), DEF_BUCKETS),
         (
@@ -90,6 +100,18 @@ fn builder() -> PrometheusBuilder {
             Matcher::Full("ledgerlet_status_sync_wait_seconds".into()),
             STATUS_SYNC_BUCKETS,
         ),
+        (
+            Matcher::Full("ledgerlet_pod_worker_transition_duration_seconds".into()),
+            TRANSITION_BUCKETS,
+        ),
+        (
+            Matcher::Full("kubelet_containers_per_pod_count".into()),
+            CONTAINERS_PER_POD_BUCKETS,
+        ),
+        (
+            Matcher::Prefix("kubelet_pod_start_".into()),
+            POD_STARTUP_BUCKETS,
+        ),
         (Matcher::Prefix("ledgerlet_".into()), FAST_BUCKETS),
     ];
     let mut b = PrometheusBuilder::new();
@@ -100,6 +122,28 @@ fn builder() -> PrometheusBuilder {
     }
     b.set_buckets(DEF_BUCKETS)
         .expect("bucket layouts are non-empty")
+}
+
+/// Histograms whose names end in `count`: the exporter renders their count sample without
+/// the `_count` suffix (it adds a suffix only when the name does not already end with it).
+const COUNT_NAMED_HISTOGRAMS: &[&str] = &["kubelet_containers_per_pod_count"];
+
+/// The text of `/metrics`: what `handle`'s recorder holds, each histogram's count sample
+/// named `<name>_count`.
+pub fn render(handle: &PrometheusHandle) -> String {
+    let mut text = handle.render();
+    for name in COUNT_NAMED_HISTOGRAMS {
+        for end in [' ', '{'] {
+            let (wrong, right) = (format!("\n{name}{end}"), format!("\n{name}_count{end}"));
+            text = text.replace(&wrong, &right);
+        }
+    }
+    text
+}
+
+/// The process metrics (`process_*`), read now: called just before `/metrics` is rendered.
+pub fn collect_process() {
+    metrics_process::Collector::default().collect();
 }
 
 /// Installs the process-wide recorder once and returns the handle that renders `/metrics`.
@@ -120,14 +164,57 @@ pub fn install() -> PrometheusHandle {
                     h.run_upkeep();
                 });
             super::describe::describe_all();
+            metrics_process::Collector::default().describe();
             handle
         })
         .clone()
 }
 
+/// Rendering what a test records.
+#[cfg(test)]
+pub mod testing {
+    use metrics_exporter_prometheus::PrometheusHandle;
+
+    /// Runs `f` with a recorder of the agent's bucket layouts in scope on this thread (handles
+    /// made in `f` record into it), handing it the handle that renders the recorder.
+    pub fn recorded<T>(f: impl FnOnce(&PrometheusHandle) -> T) -> T {
+        let recorder = super::builder().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || f(&handle))
+    }
+
+    /// The sum of the samples of `series` in exposition `text`: a metric name (every series
+    /// of it) or a name with its labels.
+    pub fn total(text: &str, series: &str) -> f64 {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(series))
+            .filter(|rest| rest.starts_with([' ', '{']) || series.ends_with('}'))
+            .filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_histogram_named_count_has_a_count_sample_named_count() {
+        let text = testing::recorded(|h| {
+            metrics::histogram!("kubelet_containers_per_pod_count").record(2.0);
+            render(h)
+        });
+        assert!(
+            text.contains("\nkubelet_containers_per_pod_count_count 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nkubelet_containers_per_pod_count_sum 2\n"));
+        assert!(text.contains("kubelet_containers_per_pod_count_bucket{le=\"2\"} 1\n"));
+        assert!(
+            !text.contains("\nkubelet_containers_per_pod_count "),
+            "{text}"
+        );
+    }
 
     #[test]
     fn bucket_layouts_are_the_kubelets() {

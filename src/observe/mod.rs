@@ -4,12 +4,9 @@
 //! Owns metric names, span shapes and trace propagation (`http_server` serves the metrics).
 //! Must not influence decisions: everything here is a side channel the core never reads.
 
-pub mod clock;
 pub mod command;
 pub mod context;
 pub mod describe;
-pub mod exposition;
-pub mod fasthash;
 pub mod fold;
 pub mod grpc;
 pub mod logging;

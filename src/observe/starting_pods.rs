@@ -6,10 +6,10 @@
 //! it. Must not observe metrics or read the node: `observe::fold` decides what happened and
 //! tells this type.
 
+use std::collections::HashMap;
+
 use crate::core::Uid;
 use crate::ledger::Time;
-
-use super::fasthash::UidHashMap;
 
 /// A pod between its first sighting and its start: what its start metrics need.
 #[derive(Clone, Debug)]
@@ -42,7 +42,7 @@ impl PodStart {
 /// The tracked pods, each with whether its worker started.
 #[derive(Debug, Default)]
 pub struct StartingPods {
-    pods: UidHashMap<Uid, (PodStart, bool)>,
+    pods: HashMap<Uid, (PodStart, bool), foldhash::fast::FixedState>,
     /// Tracked pods whose worker has not started.
     awaiting_worker: usize,
 }

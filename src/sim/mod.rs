@@ -555,25 +555,17 @@ impl Sim {
 
 #[cfg(test)]
 mod tests {
-    use crate::observe::exposition::Text;
     use crate::observe::fold::{FOLD_DURATION_SECONDS, RECORDS_TOTAL};
-
-    /// The sum of the samples of every series of `family` in `text` (one metric name).
-    fn total(text: &str, family: &str) -> f64 {
-        text.lines()
-            .filter_map(|l| l.strip_prefix(family))
-            .filter(|rest| rest.starts_with(['{', ' ']))
-            .filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    }
+    use crate::observe::metrics::testing::{recorded, total};
 
     #[test]
     fn the_simulated_engine_is_idle_between_inputs_so_every_folded_record_is_timed() {
-        let sim = super::scenarios::busy_node(5, 60 * 1000);
-        let mut text = Text(String::new());
-        sim.engine().observer().render(&mut text);
-        let records = total(&text.0, RECORDS_TOTAL);
-        let timed = total(&text.0, &format!("{FOLD_DURATION_SECONDS}_count"));
+        let (sim, text) = recorded(|h| {
+            let sim = super::scenarios::busy_node(5, 60 * 1000);
+            (sim, h.render())
+        });
+        let records = total(&text, RECORDS_TOTAL);
+        let timed = total(&text, &format!("{FOLD_DURATION_SECONDS}_count"));
         assert_eq!(records, sim.engine().ledger().since(0).count() as f64);
         // a turn still running would be counted in records_total but not yet timed
         assert_eq!(timed, records, "records folded but not timed");

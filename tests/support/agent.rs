@@ -182,6 +182,11 @@ impl Agent {
         }
     }
 
+    /// The running agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the agent is running").id()
+    }
+
     /// Writes a manifest file into the watched directory.
     pub fn write_manifest(&self, file: &str, yaml: &str) {
         let tmp = self.manifests.join(format!(".{file}.tmp"));
