@@ -136,7 +136,7 @@ fn main() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (_receiver, port) = Receiver::start(&rotel, dir.path());
+    let (receiver, port) = Receiver::start(&rotel, dir.path());
     let endpoint = format!("127.0.0.1:{port}");
     let quiet = "warn,ledgerlet::daemon=info";
     let agent = Agent::start_with_env(
@@ -209,7 +209,9 @@ fn main() {
     );
     assert!(exported > 0.0, "no span reached the receiver");
     if full && (cpu > MAX_CPU || dropped > 0.0) {
+        // exit runs no destructor: stop the agent and the receiver first
         drop(agent);
+        drop(receiver);
         eprintln!(
             "node_110: a floor was missed: CPU {:.2} % (<= {:.0} %), {dropped} spans dropped (0)",
             cpu * 100.0,
