@@ -467,6 +467,33 @@ macro_rules! events {
                 }
             }
 
+            /// Deserialises the payload of a `kind` event from `d` (the one-pass line
+            /// decoder; an unknown kind is an error).
+            pub(crate) fn deserialize_payload<'de, D: Deserializer<'de>>(
+                kind: &str,
+                d: D,
+            ) -> Result<Event, D::Error> {
+                match kind {
+                    $( stringify!($variant) => <$payload>::deserialize(d).map(Event::$variant), )*
+                    other => Err(D::Error::custom(EventDecodeError::UnknownKind(other.chars().take(64).collect()))),
+                }
+            }
+
+            /// Decodes the payload of a `kind` event that starts `text` (followed by anything):
+            /// the event and the length of its JSON text; `None` for an unknown kind or any
+            /// error (the fast line decoder then leaves the line to the general one).
+            pub(crate) fn decode_prefix(kind: &str, text: &str) -> Option<(Event, usize)> {
+                fn prefix<T: serde::de::DeserializeOwned>(text: &str) -> Option<(T, usize)> {
+                    let mut values = serde_json::Deserializer::from_str(text).into_iter::<T>();
+                    let v = values.next()?.ok()?;
+                    Some((v, values.byte_offset()))
+                }
+                match kind {
+                    $( stringify!($variant) => prefix::<$payload>(text).map(|(p, n)| (Event::$variant(p), n)), )*
+                    _ => None,
+                }
+            }
+
             fn from_value(kind: &str, v: serde_json::Value) -> Result<Event, EventDecodeError> {
                 match kind {
                     $( stringify!($variant) => serde_json::from_value::<$payload>(v)

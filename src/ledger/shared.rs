@@ -6,15 +6,10 @@
 //! export encodes each shared object once (by address, while [`EncodeCache`] is active) and
 //! repeats its JSON text. Both are per thread and bounded. Must not change a byte of the
 //! encoding or a value of the decoding: a cache hit is exactly what a miss would produce.
-//!
-//! Kept for measured bounds: the export floor of `cargo bench --bench postmortem` (a million
-//! records in ≤ 2 s) is met with the encode cache, and its replay floor with interning, which
-//! also keeps decoded records sharing their pods as the ledger's byte budget (shared objects
-//! counted once, `ledger::size`) and the fold's status memo (pods compared by address) expect.
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -27,42 +22,142 @@ pub const MAX_INTERNED: usize = 4_096;
 /// Encoded objects per export at most (the cache is emptied when full).
 pub const MAX_ENCODED: usize = 65_536;
 
-type ByText = HashMap<Box<str>, Arc<dyn Any + Send + Sync>, foldhash::fast::RandomState>;
+/// Bytes of the start of a text that key the by-prefix index of the intern table.
+const PREFIX_BYTES: usize = 256;
+/// Texts kept per start in the by-prefix index (the newest).
+const PREFIX_WAYS: usize = 4;
+
+#[derive(Clone)]
+struct Entry {
+    text: Arc<str>,
+    value: Arc<dyn Any + Send + Sync>,
+}
+
+/// The intern table's keys are already hashes: the map uses them as they are.
+type Keyed<V> = HashMap<(TypeId, u64), V, foldhash::fast::RandomState>;
+
+/// Interned objects, by type and text. Two indexes: by the hash of the whole text (a text
+/// whose end is known), and by the hash of its first [`PREFIX_BYTES`] (a text that starts
+/// the rest of a line: a JSON object that the rest of the line starts with *is* the value
+/// there, since an object ends at its closing brace, so a hit needs no scan for the end).
+#[derive(Default)]
+struct InternTable {
+    by_text: Keyed<Entry>,
+    by_prefix: Keyed<Vec<Entry>>,
+}
+
+impl InternTable {
+    fn get<T: Any + Send + Sync>(&self, text: &str) -> Option<Arc<T>> {
+        let e = self.by_text.get(&(TypeId::of::<T>(), hash(text)))?;
+        if &*e.text == text {
+            e.value.clone().downcast::<T>().ok()
+        } else {
+            None
+        }
+    }
+
+    /// The interned object of type `T` whose text `rest` starts with, and its length.
+    fn get_at<T: Any + Send + Sync>(&self, rest: &str) -> Option<(Arc<T>, usize)> {
+        let prefix = rest.as_bytes().get(..PREFIX_BYTES)?;
+        let ways = self
+            .by_prefix
+            .get(&(TypeId::of::<T>(), hash_bytes(prefix)))?;
+        let e = ways.iter().find(|e| rest.starts_with(&*e.text))?;
+        Some((e.value.clone().downcast::<T>().ok()?, e.text.len()))
+    }
+
+    /// Makes `e` the newest text of its start in the by-prefix index.
+    fn index_prefix<T: Any>(&mut self, e: &Entry) {
+        let Some(prefix) = e.text.as_bytes().get(..PREFIX_BYTES) else {
+            return;
+        };
+        let ways = self
+            .by_prefix
+            .entry((TypeId::of::<T>(), hash_bytes(prefix)))
+            .or_default();
+        ways.retain(|w| w.text != e.text);
+        if ways.len() == PREFIX_WAYS {
+            ways.pop();
+        }
+        ways.insert(0, e.clone());
+    }
+
+    fn insert<T: Any + Send + Sync>(&mut self, text: &str, value: Arc<T>) {
+        if self.by_text.len() >= MAX_INTERNED {
+            self.by_text.clear();
+            self.by_prefix.clear();
+        }
+        let e = Entry {
+            text: text.into(),
+            value,
+        };
+        self.index_prefix::<T>(&e);
+        self.by_text.insert((TypeId::of::<T>(), hash(text)), e);
+    }
+}
 
 thread_local! {
-    /// Per type, objects by their JSON text, and how many in all.
-    static INTERN: RefCell<(HashMap<TypeId, ByText>, usize)> = RefCell::default();
+    static INTERN: RefCell<InternTable> = RefCell::new(InternTable::default());
     static ENCODE: RefCell<Option<HashMap<usize, Box<RawValue>>>> = const { RefCell::new(None) };
+    /// The length of the object the last [`visit_shared_at`] took.
+    static CONSUMED: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+const HASH_SEED: u64 = 0x6c65_6467_6572;
+
+/// The intern table's hash of a JSON text (a collision costs a parse, never a wrong value:
+/// a hit also compares the text).
+fn hash(text: &str) -> u64 {
+    hash_bytes(text.as_bytes())
+}
+
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(HASH_SEED).hash_one(bytes)
 }
 
 fn intern<T: DeserializeOwned + Send + Sync + 'static>(
     text: &str,
 ) -> Result<Arc<T>, serde_json::Error> {
-    let hit = INTERN.with(|m| {
-        let m = m.borrow();
-        m.0.get(&TypeId::of::<T>())?
-            .get(text)?
-            .clone()
-            .downcast::<T>()
-            .ok()
-    });
-    if let Some(v) = hit {
+    if let Some(v) = INTERN.with(|m| m.borrow().get::<T>(text)) {
         return Ok(v);
     }
     let v: Arc<T> = Arc::new(serde_json::from_str(text)?);
-    INTERN.with(|m| {
-        let (by_type, len) = &mut *m.borrow_mut();
-        if *len >= MAX_INTERNED {
-            by_type.clear();
-            *len = 0;
-        }
-        by_type
-            .entry(TypeId::of::<T>())
-            .or_default()
-            .insert(text.into(), v.clone());
-        *len += 1;
-    });
+    INTERN.with(|m| m.borrow_mut().insert(text, v.clone()));
     Ok(v)
+}
+
+/// The object of type `T` that `rest` starts with (a JSON object, then anything), and the
+/// length of its text.
+fn intern_at<T: DeserializeOwned + Send + Sync + 'static>(
+    rest: &str,
+) -> Result<(Arc<T>, usize), serde_json::Error> {
+    if let Some(hit) = INTERN.with(|m| m.borrow().get_at::<T>(rest)) {
+        return Ok(hit);
+    }
+    let end = match rest.as_bytes().first() {
+        Some(b'{') => super::scan::nested_end(rest.as_bytes(), 0),
+        _ => None,
+    }
+    .ok_or_else(|| serde_json::Error::custom("expected a JSON object"))?;
+    // the end is just after an ASCII `}`: a char boundary
+    let text = &rest[..end];
+    let found = INTERN.with(|m| {
+        let mut m = m.borrow_mut();
+        let v = m.get::<T>(text)?;
+        let e = m.by_text.get(&(TypeId::of::<T>(), hash(text)))?.clone();
+        m.index_prefix::<T>(&e);
+        Some(v)
+    });
+    match found {
+        Some(v) => Ok((v, end)),
+        None => intern(text).map(|v| (v, end)),
+    }
+}
+
+/// Empties this thread's intern table (e.g. after loading a large ledger).
+pub fn clear_interned() {
+    INTERN.with(|m| *m.borrow_mut() = InternTable::default());
 }
 
 /// While alive, shared objects serialised on this thread are encoded once each.
@@ -115,9 +210,77 @@ fn encode<T: Serialize, S: Serializer>(v: &Arc<T>, s: S) -> Result<S::Ok, S::Err
 /// serde_json's marker for a raw value (a one-entry map whose value is the JSON text). Any
 /// other deserializer (e.g. serde's buffering for flattened or tagged types) calls
 /// `visit_newtype_struct` instead, and the object is parsed without interning.
-const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+pub(crate) const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// The fast line decoder's marker, in place of [`RAW_TOKEN`]: the value is the rest of the
+/// line from the object's first byte, and the visitor reports how much it took.
+const REST_TOKEN: &str = "$ledgerlet::shared::rest";
 
 struct ArcVisitor<T>(std::marker::PhantomData<fn() -> T>);
+
+/// The key of a raw value map.
+enum RawKey {
+    /// The value is the object's JSON text.
+    Raw,
+    /// The value is the rest of the line from the object's start.
+    Rest,
+}
+
+impl<'de> Deserialize<'de> for RawKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawKey, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = RawKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a raw JSON value")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RawKey, E> {
+                match s {
+                    RAW_TOKEN => Ok(RawKey::Raw),
+                    REST_TOKEN => Ok(RawKey::Rest),
+                    _ => Err(E::custom("not a raw JSON value")),
+                }
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+/// Gives `visitor` (the visitor of a `shared::arc` field, which `deserialize_newtype_struct`
+/// with [`RAW_TOKEN`] received) the shared object that starts `rest`; returns it and the
+/// length of its JSON text. Any other visitor fails.
+pub(crate) fn visit_shared_at<'de, V: serde::de::Visitor<'de>>(
+    rest: &'de str,
+    visitor: V,
+) -> Result<(V::Value, usize), serde_json::Error> {
+    struct Rest<'de>(Option<&'de str>, &'de str);
+    impl<'de> serde::de::MapAccess<'de> for Rest<'de> {
+        type Error = serde_json::Error;
+        fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+            &mut self,
+            seed: K,
+        ) -> Result<Option<K::Value>, serde_json::Error> {
+            match self.0.take() {
+                Some(key) => seed
+                    .deserialize(serde::de::value::BorrowedStrDeserializer::new(key))
+                    .map(Some),
+                None => Ok(None),
+            }
+        }
+        fn next_value_seed<S: serde::de::DeserializeSeed<'de>>(
+            &mut self,
+            seed: S,
+        ) -> Result<S::Value, serde_json::Error> {
+            seed.deserialize(serde::de::value::BorrowedStrDeserializer::new(self.1))
+        }
+    }
+    CONSUMED.with(|c| c.set(None));
+    let v = visitor.visit_map(Rest(Some(REST_TOKEN), rest))?;
+    match CONSUMED.with(Cell::take) {
+        Some(n) => Ok((v, n)),
+        None => Err(serde_json::Error::custom("not a shared object")),
+    }
+}
 
 /// The JSON text of a raw value: borrowed from the input when the deserializer can lend
 /// it (serde_json from a `&str` or slice), copied otherwise.
@@ -156,12 +319,18 @@ impl<'de, T: DeserializeOwned + Send + Sync + 'static> serde::de::Visitor<'de> f
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Arc<T>, A::Error> {
-        // the one key is serde_json's token
-        let Some(serde::de::IgnoredAny) = map.next_key()? else {
+        let Some(key) = map.next_key::<RawKey>()? else {
             return Err(A::Error::custom("expected a raw JSON value"));
         };
         let text: RawText<'de> = map.next_value()?;
-        intern(&text.0).map_err(A::Error::custom)
+        match key {
+            RawKey::Raw => intern(&text.0).map_err(A::Error::custom),
+            RawKey::Rest => {
+                let (v, n) = intern_at(&text.0).map_err(A::Error::custom)?;
+                CONSUMED.with(|c| c.set(Some(n)));
+                Ok(v)
+            }
+        }
     }
 
     fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Arc<T>, D::Error> {
