@@ -183,32 +183,7 @@ fn otel_01_rotel_receives_pod_worker_spans_with_cri_client_and_runtime_server_sp
     );
 
     // CRI client spans are descendants of the syncPod that created the pod
-    let client: Vec<&Span> = spans
-        .iter()
-        .filter(|s| s.kind == "SPAN_KIND_CLIENT" && descends_from(&spans, s, create))
-        .collect();
-    let methods: BTreeSet<&str> = client.iter().map(|s| s.name.as_str()).collect();
-    for m in [
-        "runtime.v1.RuntimeService/RunPodSandbox",
-        "runtime.v1.RuntimeService/CreateContainer",
-        "runtime.v1.RuntimeService/StartContainer",
-        "runtime.v1.ImageService/ImageStatus",
-    ] {
-        assert!(
-            methods.contains(m),
-            "{m} under syncPod(create); got {methods:?}"
-        );
-    }
-    for c in &client {
-        assert_eq!(
-            c.attributes.get("rpc.system").map(String::as_str),
-            Some("grpc")
-        );
-        assert_eq!(
-            c.attributes.get("rpc.grpc.status_code").map(String::as_str),
-            Some("0")
-        );
-    }
+    let client = cri_client_spans_under(&spans, create, "traced");
     // the embedded runtime continued each call's trace in a server span under the client span
     let run_sandbox = client
         .iter()
@@ -231,6 +206,40 @@ fn otel_01_rotel_receives_pod_worker_spans_with_cri_client_and_runtime_server_sp
             .any(|s| s.kind == "SPAN_KIND_SERVER" && s.parent_id.is_empty()),
         "server spans only continue traced calls"
     );
+}
+
+/// The CRI client spans under `create` (a pod's `syncPod` that created it), after checking
+/// that they include the calls that start a pod, each a gRPC call that succeeded.
+fn cri_client_spans_under<'a>(spans: &'a [Span], create: &Span, pod: &str) -> Vec<&'a Span> {
+    let client: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.kind == "SPAN_KIND_CLIENT" && descends_from(spans, s, create))
+        .collect();
+    let methods: BTreeSet<&str> = client.iter().map(|s| s.name.as_str()).collect();
+    for m in [
+        "runtime.v1.RuntimeService/RunPodSandbox",
+        "runtime.v1.RuntimeService/CreateContainer",
+        "runtime.v1.RuntimeService/StartContainer",
+        "runtime.v1.ImageService/ImageStatus",
+    ] {
+        assert!(
+            methods.contains(m),
+            "{m} under {pod}'s syncPod(create); got {methods:?}"
+        );
+    }
+    for c in &client {
+        assert_eq!(
+            c.attributes.get("rpc.system").map(String::as_str),
+            Some("grpc"),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.attributes.get("rpc.grpc.status_code").map(String::as_str),
+            Some("0"),
+            "{c:?}"
+        );
+    }
+    client
 }
 
 /// Accepts TCP connections and never answers: the worst collector (every export waits for
@@ -572,32 +581,8 @@ fn otel_08_jaeger_shows_one_trace_per_pod_rooted_at_pod_with_cri_client_and_runt
 
         // the CRI client spans under syncPod(create), each continued by the embedded
         // runtime in a server span of the same method under it
-        let client: Vec<&Span> = spans
-            .iter()
-            .filter(|s| s.kind == "SPAN_KIND_CLIENT" && descends_from(&spans, s, create))
-            .collect();
-        let methods: BTreeSet<&str> = client.iter().map(|s| s.name.as_str()).collect();
-        for m in [
-            "runtime.v1.RuntimeService/RunPodSandbox",
-            "runtime.v1.RuntimeService/CreateContainer",
-            "runtime.v1.RuntimeService/StartContainer",
-            "runtime.v1.ImageService/ImageStatus",
-        ] {
-            assert!(
-                methods.contains(m),
-                "{m} under {name}'s syncPod(create); got {methods:?}"
-            );
-        }
+        let client = cri_client_spans_under(&spans, create, name);
         for c in &client {
-            assert_eq!(
-                c.attributes.get("rpc.system").map(String::as_str),
-                Some("grpc")
-            );
-            assert_eq!(
-                c.attributes.get("rpc.grpc.status_code").map(String::as_str),
-                Some("0"),
-                "{c:?}"
-            );
             let server = spans
                 .iter()
                 .find(|s| s.kind == "SPAN_KIND_SERVER" && s.parent_id == c.id)
