@@ -7,11 +7,42 @@
 //! did not start (tokio reaps the group leaders; see [`reap_group_members`]).
 
 use std::collections::HashSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+
+/// The program a container process runs: `program` itself when it names a path, else the
+/// first executable file of that name on the `PATH` of `env` (relative entries taken from
+/// `cwd`), the lookup the child's `execvp` would make. Resolved here, before the spawn, so
+/// std can start the process with `posix_spawn`: given a bare name and a `PATH` of its own,
+/// std forks and execs instead, and copying the agent's page tables on every exec probe
+/// was more than half the agent's CPU on a 110-pod node (bench `node_110`, perf:
+/// `copy_page_range` under `_Fork`). When nothing is found the name is returned unchanged,
+/// so the spawn fails as before.
+pub(crate) fn resolve_program(program: &str, env: &[(String, String)], cwd: &Path) -> PathBuf {
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    path.unwrap_or_default()
+        .split(':')
+        .map(|dir| {
+            cwd.join(if dir.is_empty() { "." } else { dir })
+                .join(program)
+        })
+        .find(|f| {
+            std::fs::metadata(f).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| PathBuf::from(program))
+}
 
 /// Every process group started by one runtime instance and not yet fully
 /// cleaned up. Shutdown kills all of them and waits until the set is empty.
@@ -165,6 +196,39 @@ mod tests {
         assert_eq!(exit_code(ExitStatus::from_raw(libc::SIGTERM)), 143);
         assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
         assert_eq!(exit_code(ExitStatus::from_raw(0)), 0);
+    }
+
+    #[test]
+    fn a_bare_program_name_is_found_on_the_containers_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (empty, bin) = (dir.path().join("empty"), dir.path().join("bin"));
+        std::fs::create_dir_all(&empty).unwrap();
+        std::fs::create_dir_all(&bin).unwrap();
+        let tool = bin.join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(empty.join("tool"), "not executable").unwrap();
+        let env = |path: String| vec![("PATH".to_string(), path)];
+        let path = format!("{}:{}", empty.display(), bin.display());
+        assert_eq!(resolve_program("tool", &env(path), Path::new("/")), tool);
+        // relative entries are taken from the working directory
+        assert_eq!(
+            resolve_program("tool", &env("bin".into()), dir.path()),
+            tool
+        );
+        // a path is used as given, a name found nowhere is left for the spawn to report
+        assert_eq!(
+            resolve_program("./tool", &env(String::new()), dir.path()),
+            PathBuf::from("./tool")
+        );
+        assert_eq!(
+            resolve_program("missing", &env(bin.display().to_string()), dir.path()),
+            PathBuf::from("missing")
+        );
+        assert_eq!(
+            resolve_program("tool", &[], dir.path()),
+            PathBuf::from("tool")
+        );
     }
 
     #[test]

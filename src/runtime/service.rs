@@ -521,7 +521,12 @@ impl CriServer {
                 return Err(self.fail_start(&mut st, id, msg));
             }
         };
-        let mut cmd = tokio::process::Command::new(&argv[0]);
+        // in a mount namespace of its own, the child's execvp looks the program up there
+        let program = match plan {
+            Some(_) => PathBuf::from(&argv[0]),
+            None => super::process::resolve_program(&argv[0], &env, Path::new(&working_dir)),
+        };
+        let mut cmd = tokio::process::Command::new(program);
         cmd.args(&argv[1..])
             .env_clear()
             .envs(env)
@@ -655,7 +660,18 @@ impl CriServer {
                     c.state.as_str_name()
                 )));
             }
-            let mut cmd = tokio::process::Command::new(&req.cmd[0]);
+            // a container in a mount namespace of its own: the command runs (and the child's
+            // execvp looks it up) in it too
+            let ns = c
+                .pgid
+                .and_then(|pid| super::mounts::namespace_of(pid, &c.config.mounts));
+            let program = match ns {
+                Some(_) => PathBuf::from(&req.cmd[0]),
+                None => {
+                    super::process::resolve_program(&req.cmd[0], &c.env, Path::new(&c.working_dir))
+                }
+            };
+            let mut cmd = tokio::process::Command::new(program);
             cmd.args(&req.cmd[1..])
                 .env_clear()
                 .envs(c.env.iter().cloned())
@@ -665,11 +681,7 @@ impl CriServer {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .kill_on_drop(false);
-            // a container in a mount namespace of its own: the command runs in it too
-            if let Some(ns) = c
-                .pgid
-                .and_then(|pid| super::mounts::namespace_of(pid, &c.config.mounts))
-            {
+            if let Some(ns) = ns {
                 // SAFETY: the hook only makes one system call on a descriptor opened before
                 // the fork
                 unsafe {
