@@ -128,10 +128,21 @@ pub fn builder() -> PrometheusBuilder {
 /// the `_count` suffix (it adds a suffix only when the name does not already end with it).
 const COUNT_NAMED_HISTOGRAMS: &[&str] = &["kubelet_containers_per_pod_count"];
 
+/// Counters with sub-second values: facade counters are whole numbers, so these are recorded
+/// as gauges and declared counters here, as the kubelet's process collector declares them.
+const FLOAT_COUNTERS: &[&str] = &["process_cpu_seconds_total"];
+
 /// The text of `/metrics`: what `handle`'s recorder holds, each histogram's count sample
-/// named `<name>_count`.
+/// named `<name>_count`, each of [`FLOAT_COUNTERS`] typed a counter.
 pub fn render(handle: &PrometheusHandle) -> String {
     let mut text = handle.render();
+    for name in FLOAT_COUNTERS {
+        let (wrong, right) = (
+            format!("# TYPE {name} gauge\n"),
+            format!("# TYPE {name} counter\n"),
+        );
+        text = text.replace(&wrong, &right);
+    }
     for name in COUNT_NAMED_HISTOGRAMS {
         for end in [' ', '{'] {
             let (wrong, right) = (format!("\n{name}{end}"), format!("\n{name}_count{end}"));
@@ -214,6 +225,41 @@ mod tests {
             !text.contains("\nkubelet_containers_per_pod_count "),
             "{text}"
         );
+    }
+
+    /// This process's CPU time (user + system) from `/proc/self/stat`, in seconds.
+    fn own_cpu_seconds() -> f64 {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let rest = stat.rsplit_once(')').unwrap().1;
+        let ticks: f64 = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .map(|f| f.parse::<f64>().unwrap())
+            .sum();
+        // SAFETY: sysconf has no preconditions.
+        ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+    }
+
+    #[test]
+    fn process_cpu_seconds_are_a_counter_with_sub_second_precision() {
+        // work until the process has used a fraction of a second more than whole seconds
+        let mut x = 0u64;
+        while !(0.2..0.8).contains(&own_cpu_seconds().fract()) {
+            for i in 0..100_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+        }
+        let text = testing::recorded(|h| {
+            collect_process();
+            render(h)
+        });
+        assert!(
+            text.contains("# TYPE process_cpu_seconds_total counter\n"),
+            "{text}"
+        );
+        let seconds = testing::total(&text, "process_cpu_seconds_total");
+        assert!(seconds > 0.0 && seconds.fract() > 0.0, "{seconds}");
     }
 
     #[test]
