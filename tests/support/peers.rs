@@ -14,6 +14,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+// the agent's support module loads the same client: one source, compiled in both places
+#[allow(clippy::duplicate_mod)]
+#[path = "http.rs"]
+mod http;
+use http::http_get;
+
 /// `Some(path)` if found; `None` (after a loud message) if missing outside CI; panics in CI.
 pub fn require(name: &str, found: Option<PathBuf>, how: &str) -> Option<PathBuf> {
     if let Some(p) = found {
@@ -491,44 +497,6 @@ pub fn returned(spans: &[Span], body: &str) -> String {
         &body[..cut]
     ));
     out
-}
-
-/// `GET path HTTP/1.1` on 127.0.0.1:`port` (chunked bodies joined): the status and the body.
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    if !chunked {
-        return (status, body.to_string());
-    }
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || after.len() < n {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
-    }
-    (status, out)
 }
 
 /// The spans of Jaeger's `/api/traces` answer (`{"data": [{"spans": [...]}]}`), in the shape
