@@ -34,45 +34,25 @@ key="$(cd "$module" && cat go.mod go.sum | sha256sum | cut -c1-16)"
 entry="$cache_root/jaeger-$key"
 bin="$entry/bin/jaeger"
 
-# The fast path: a complete cache entry.
-if [ -x "$bin" ]; then
-  echo "$bin"
-  exit 0
-fi
+complete() { [ -x "$bin" ]; }
 
-command -v go >/dev/null 2>&1 ||
-  die "the Go toolchain is not installed (or not on PATH): it is needed to build Jaeger (testbed/jaeger/go.mod)"
+build() {
+  local tmp="$1" version started=$SECONDS
+  cd "$module"
+  version="$(go list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)" ||
+    die "go list -m github.com/jaegertracing/jaeger failed in testbed/jaeger/ (see above)"
+  echo "build-jaeger.sh: building Jaeger $version into $entry (cold: tens of minutes on 2 cores)" >&2
+  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/bin/jaeger" "$pkg" >&2 ||
+    die "building Jaeger $version ($pkg) failed (see the go output above)"
+  {
+    echo "github.com/jaegertracing/jaeger $version"
+    echo "$(go env GOVERSION) CGO_ENABLED=0"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - started)) s"
+  } >"$tmp/versions"
+  echo "build-jaeger.sh: Jaeger $version built in $((SECONDS - started)) s" >&2
+}
 
-mkdir -p "$cache_root" || die "cannot create the cache directory $cache_root"
-exec 9>"$cache_root/.lock-jaeger-$key"
-flock 9
-# another run may have built it while this one waited
-if [ -x "$bin" ]; then
-  echo "$bin"
-  exit 0
-fi
-
-cd "$module"
-version="$(go list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)" ||
-  die "go list -m github.com/jaegertracing/jaeger failed in testbed/jaeger/ (see above)"
-
-echo "build-jaeger.sh: building Jaeger $version into $entry (cold: tens of minutes on 2 cores)" >&2
-tmp="$(mktemp -d "$cache_root/.tmp-jaeger-$key-XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-chmod 755 "$tmp"
-mkdir -p "$tmp/bin"
-
-started=$SECONDS
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/bin/jaeger" "$pkg" >&2 ||
-  die "building Jaeger $version ($pkg) failed (see the go output above)"
-{
-  echo "github.com/jaegertracing/jaeger $version"
-  echo "$(go env GOVERSION) CGO_ENABLED=0"
-  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - started)) s"
-} >"$tmp/versions"
-
-rm -rf "$entry"   # an incomplete entry (never produced by this script) is replaced
-mv "$tmp" "$entry"
-trap - EXIT
-echo "build-jaeger.sh: Jaeger $version built in $((SECONDS - started)) s" >&2
+# shellcheck source=scripts/go-cache.sh
+. "$repo/scripts/go-cache.sh"
+go_cache_build "$entry" "Jaeger (testbed/jaeger/go.mod)" complete build
 echo "$bin"

@@ -40,66 +40,44 @@ complete() {
   for c in "${components[@]}"; do [ -x "$bin/$c" ] || return 1; done
 }
 
-# The fast path: a complete cache entry.
-if complete; then
-  echo "$bin"
-  exit 0
-fi
+build() {
+  local tmp="$1" k8s_version etcd_version staging_version bad minor ldflags pkg c t started=$SECONDS
+  cd "$testbed"
+  k8s_version="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" ||
+    die "go list -m k8s.io/kubernetes failed in testbed/ (see above)"
+  etcd_version="$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" ||
+    die "go list -m go.etcd.io/etcd/server/v3 failed in testbed/ (see above)"
+  # every staging module must be replaced by the tag matching the release (v1.N.P <-> v0.N.P)
+  staging_version="v0.${k8s_version#v1.}"
+  bad="$(go list -m -f '{{if .Replace}}{{.Path}} {{.Replace.Version}}{{end}}' all |
+    awk -v want="$staging_version" '$1 ~ /^k8s\.io\// && $2 != want')" || true
+  [ -z "$bad" ] || die "testbed/go.mod: staging modules not at $staging_version for k8s.io/kubernetes $k8s_version: $bad"
 
-command -v go >/dev/null 2>&1 ||
-  die "the Go toolchain is not installed (or not on PATH): it is needed to build etcd and Kubernetes (testbed/go.mod)"
+  echo "build-testbed.sh: building Kubernetes $k8s_version and etcd $etcd_version into $bin (cold: tens of minutes on 2 cores)" >&2
+  minor="${k8s_version#v1.}"; minor="${minor%%.*}"
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  for c in "${components[@]}"; do
+    if [ "$c" = etcd ]; then pkg=./etcd; else pkg="k8s.io/kubernetes/cmd/$c"; fi
+    t=$SECONDS
+    echo "build-testbed.sh: building $c ($pkg)" >&2
+    CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/$c" "$pkg" >&2 ||
+      die "building $c ($pkg) failed (see the go output above)"
+    echo "build-testbed.sh: $c built in $((SECONDS - t)) s" >&2
+  done
+  {
+    echo "k8s.io/kubernetes $k8s_version"
+    echo "go.etcd.io/etcd/server/v3 $etcd_version"
+    echo "$(go env GOVERSION) CGO_ENABLED=0"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - started)) s"
+  } >"$tmp/versions"
+  echo "build-testbed.sh: done in $((SECONDS - started)) s" >&2
+}
 
-mkdir -p "$cache_root" || die "cannot create the cache directory $cache_root"
-exec 9>"$cache_root/.lock-$key"
-flock 9
-# another run may have built it while this one waited
-if complete; then
-  echo "$bin"
-  exit 0
-fi
-
-cd "$testbed"
-k8s_version="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" ||
-  die "go list -m k8s.io/kubernetes failed in testbed/ (see above)"
-etcd_version="$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" ||
-  die "go list -m go.etcd.io/etcd/server/v3 failed in testbed/ (see above)"
-# every staging module must be replaced by the tag matching the release (v1.N.P <-> v0.N.P)
-staging_version="v0.${k8s_version#v1.}"
-bad="$(go list -m -f '{{if .Replace}}{{.Path}} {{.Replace.Version}}{{end}}' all |
-  awk -v want="$staging_version" '$1 ~ /^k8s\.io\// && $2 != want')" || true
-[ -z "$bad" ] || die "testbed/go.mod: staging modules not at $staging_version for k8s.io/kubernetes $k8s_version: $bad"
-
-echo "build-testbed.sh: building Kubernetes $k8s_version and etcd $etcd_version into $bin (cold: tens of minutes on 2 cores)" >&2
-tmp="$(mktemp -d "$cache_root/.tmp-$key-XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-chmod 755 "$tmp"
-mkdir -p "$tmp/bin"
-
-minor="${k8s_version#v1.}"; minor="${minor%%.*}"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
-
-started=$SECONDS
-for c in "${components[@]}"; do
-  if [ "$c" = etcd ]; then pkg=./etcd; else pkg="k8s.io/kubernetes/cmd/$c"; fi
-  t=$SECONDS
-  echo "build-testbed.sh: building $c ($pkg)" >&2
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/$c" "$pkg" >&2 ||
-    die "building $c ($pkg) failed (see the go output above)"
-  echo "build-testbed.sh: $c built in $((SECONDS - t)) s" >&2
-done
-{
-  echo "k8s.io/kubernetes $k8s_version"
-  echo "go.etcd.io/etcd/server/v3 $etcd_version"
-  echo "$(go env GOVERSION) CGO_ENABLED=0"
-  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - started)) s"
-} >"$tmp/versions"
-
-rm -rf "$entry"   # an incomplete entry (never produced by this script) is replaced
-mv "$tmp" "$entry"
-trap - EXIT
-echo "build-testbed.sh: done in $((SECONDS - started)) s" >&2
+# shellcheck source=scripts/go-cache.sh
+. "$repo/scripts/go-cache.sh"
+go_cache_build "$entry" "etcd and Kubernetes (testbed/go.mod)" complete build
 echo "$bin"
