@@ -22,7 +22,7 @@ need_component() {
   fi
 }
 
-# Observability peers (issue 5): Debian's `prometheus` (promtool and a real Prometheus for the
+# Observability peers: Debian's `prometheus` (promtool and a real Prometheus for the
 # scrape and dashboard tests), PyPI's `rotel` (a real OTLP receiver that logs spans) and PyPI's
 # `jsonschema` (the offline validator of dashboards/*.json).
 install_observability_peers() {
@@ -57,7 +57,7 @@ install_observability_peers() {
   fi
 }
 
-# Probe tests (issue 6): the HTTPS probe test makes a self-signed certificate with openssl.
+# Probe tests: the HTTPS probe test makes a self-signed certificate with openssl.
 install_probe_test_tools() {
   command -v openssl >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

@@ -1,4 +1,4 @@
-//! Issue 5 acceptance, dashboards: every `dashboards/*.json` validates against the Grafana
+//! Dashboards: every `dashboards/*.json` validates against the Grafana
 //! dashboard JSON schema committed in `schemas/`, offline, with the `jsonschema`
 //! validator (PyPI); every panel queries the selected data source, job and instance; and the
 //! committed files are what `dashboards/generate.py` writes.

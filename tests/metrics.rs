@@ -1,4 +1,4 @@
-//! Issue 5 acceptance, metrics: the real `ledgerlet run` binary, joined to a real control plane
+//! Metrics: the real `ledgerlet run` binary, joined to a real control plane
 //! and running the example pods, serves `/metrics` that Debian's `promtool check
 //! metrics` accepts, with the kubelet's names, types, labels and buckets; a real Prometheus
 //! scrapes it and every PromQL expression of every panel of `dashboards/*.json` returns at
