@@ -19,7 +19,7 @@ use std::sync::{Arc, RwLock};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
-use crate::ledger::event::Payload;
+use crate::ledger::shared::Payload;
 use crate::ledger::Event;
 
 /// What replaces a secret value.

@@ -15,7 +15,7 @@ pub mod pb {
     tonic::include_proto!("ledgerlet.v1");
 }
 
-use crate::ledger::event::Payload;
+use crate::ledger::shared::Payload;
 use crate::ledger::Record;
 
 /// The socket file under `--root-dir`.
