@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::pod;
 use super::runtime_status::RunningPod;
 use super::uid::Uid;
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// kubelet `SyncPodType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

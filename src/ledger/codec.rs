@@ -11,10 +11,10 @@ use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use super::event::{Event, EventDecodeError};
-use super::record::{Record, TraceParent};
 use super::shared::{decode_event, Payload};
-use super::time::Time;
+use crate::core::record::event::{Event, EventDecodeError};
+use crate::core::record::time::Time;
+use crate::core::record::{Record, TraceParent};
 
 /// The `kind` of the snapshot line that may start an export.
 pub const SNAPSHOT_KIND: &str = "Snapshot";
@@ -609,9 +609,9 @@ mod tests {
     fn payloads_read_by_hand_are_what_serde_reads() {
         use crate::core::command::WorkType;
         use crate::core::probes::ProbeType;
+        use crate::core::record::event::{SyncFinished, SyncOutcome, TimerFired};
         use crate::core::timers::TimerKey;
         use crate::core::Uid;
-        use crate::ledger::event::{SyncFinished, SyncOutcome, TimerFired};
         let uid = || Uid::new("c2181359-4726-4b09-abc6-8cb5ba9b7870");
         let mut events: Vec<Event> = [
             TimerKey::PodWork { uid: uid() },

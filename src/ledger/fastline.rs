@@ -17,12 +17,12 @@ use serde::de::{DeserializeSeed, Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::codec::{Line, SNAPSHOT_KIND};
-use super::event::{Event, SyncFinished, SyncOutcome, TimerFired};
-use super::record::{Record, TraceParent};
 use super::scan;
 use super::shared::{deserialize_payload, visit_shared_at, RAW_TOKEN};
-use super::time::Time;
 use crate::core::command::WorkType;
+use crate::core::record::event::{Event, SyncFinished, SyncOutcome, TimerFired};
+use crate::core::record::time::Time;
+use crate::core::record::{Record, TraceParent};
 use crate::core::timers::TimerKey;
 use crate::core::Uid;
 

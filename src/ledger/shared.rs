@@ -20,7 +20,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed, Error as _, MapAccess, Visito
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use super::event::{Event, EventDecodeError, PodConfigChange, RuntimeStatusObserved};
+use crate::core::record::event::{Event, EventDecodeError, PodConfigChange, RuntimeStatusObserved};
 use crate::core::update::UpdatePod;
 
 /// Interned objects per thread at most (the table is emptied when full).
