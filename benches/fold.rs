@@ -11,8 +11,9 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
+use ledgerlet::core::record::Record;
 use ledgerlet::core::{fold, Node};
-use ledgerlet::ledger::{Ledger, LedgerConfig, Record};
+use ledgerlet::ledger::{Ledger, LedgerConfig};
 use ledgerlet::sim::scenarios::busy_node;
 
 fn workload() -> Vec<Arc<Record>> {

@@ -31,8 +31,8 @@ use std::time::Instant;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
+use ledgerlet::core::record::{Event, Record, TraceParent};
 use ledgerlet::core::{fold, Command, Node};
-use ledgerlet::ledger::{Event, Record, TraceParent};
 use ledgerlet::observe::context::IdGen;
 use ledgerlet::observe::fold::{FoldObserver, Parent};
 use ledgerlet::observe::otel::{export_runtime, ExportOptions, Protocol, Tracing, TracingConfig};

@@ -16,10 +16,11 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use ledgerlet::core::record::Record;
 use ledgerlet::core::Node;
 use ledgerlet::ledger::codec::write_record;
 use ledgerlet::ledger::export::{write_export, ExportWriter};
-use ledgerlet::ledger::{Ledger, LedgerConfig, Record};
+use ledgerlet::ledger::{Ledger, LedgerConfig};
 use ledgerlet::postmortem::replay::ahead::{DecodeAhead, Decoded};
 use ledgerlet::postmortem::replay::replay;
 use ledgerlet::sim::scenarios::busy_node;

@@ -15,9 +15,10 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ledgerlet::core::record::{Event, Time};
 use ledgerlet::core::runtime_status::ContainerState;
 use ledgerlet::core::Node;
-use ledgerlet::ledger::{Event, Line, Reader, Time};
+use ledgerlet::ledger::{Line, Reader};
 
 /// `GET path` from the agent's HTTP server → the body.
 fn get(port: u16, path: &str) -> String {

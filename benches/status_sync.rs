@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use ledgerlet::core::record::event::StatusSyncOutcome;
+use ledgerlet::core::record::Event;
 use ledgerlet::core::{fold, Node};
-use ledgerlet::ledger::event::StatusSyncOutcome;
-use ledgerlet::ledger::Event;
 use real_cluster::RealCluster;
 
 const NODE: &str = "bench-node";

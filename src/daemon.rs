@@ -22,12 +22,13 @@ use tokio::sync::{mpsc, watch};
 
 use crate::core::command::Command;
 use crate::core::config::{CoreConfig, PodSource};
+use crate::core::record::event::{AgentRestarted, ConfigApplied, NodeShutdown};
+use crate::core::record::{Event, Time};
 use crate::cri::{CriClient, CriClientOptions};
 use crate::engine::{Emitted, Engine};
 use crate::http_server::{self as http, HttpState};
 use crate::ledger::durable::{self, DurableConfig, DurableWriter};
-use crate::ledger::event::{AgentRestarted, ConfigApplied, NodeShutdown};
-use crate::ledger::{Event, LedgerConfig, Time};
+use crate::ledger::LedgerConfig;
 use crate::runtime::{EmbeddedRuntime, RuntimeOptions};
 use crate::shell::api::events::EventSink;
 use crate::shell::api::node_sync::NodeSync;

@@ -8,9 +8,10 @@
 
 use std::sync::Arc;
 
+use crate::core::record::{Event, Record, Time, TraceParent};
 use crate::core::{fold, Command, Node};
 use crate::ledger::durable::{DurableWriter, Loaded};
-use crate::ledger::{Event, Ledger, LedgerConfig, Record, Snapshot, Time, TraceParent};
+use crate::ledger::{Ledger, LedgerConfig, Snapshot};
 use crate::observe::fold::{FoldObserver, Parent};
 
 /// A command for the shell, with the record whose fold emitted it.

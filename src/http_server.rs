@@ -20,9 +20,10 @@ use bytes::Bytes;
 use k8s_openapi::api::core::v1::Pod;
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::core::record::Record;
 use crate::core::{pod, Node, Uid};
 use crate::engine::Engine;
-use crate::ledger::{codec, Record};
+use crate::ledger::codec;
 use crate::shell::events::EventLog;
 use crate::sources::pleg::PlegHealth;
 use crate::stream::cursor::{Cursor, Step};

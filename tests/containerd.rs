@@ -6,8 +6,8 @@
 
 mod support;
 
-use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction};
-use ledgerlet::ledger::Event;
+use ledgerlet::core::record::event::{ActionOutcome, RuntimeAction};
+use ledgerlet::core::record::Event;
 use support::scenarios::{self, container, flaky_manifest, phase, waiting_reason, Runtime};
 
 #[test]

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use ledgerlet::core::command::{Command, EventType, WorkType};
 use ledgerlet::core::config::{CoreConfig, PodSource};
+use ledgerlet::core::record::event::{PlegEvent, PlegEventKind, PodConfigChange, SourceReady};
+use ledgerlet::core::record::{Event, Time};
 use ledgerlet::core::runtime_status::{
     ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
 };
 use ledgerlet::core::timers::TimerKey;
 use ledgerlet::core::update::UpdateType;
-use ledgerlet::ledger::event::{PlegEvent, PlegEventKind, PodConfigChange, SourceReady};
-use ledgerlet::ledger::{Event, Time};
 use support::core_harness::{pod, uid, Harness};
 
 fn added(source: PodSource, p: &Arc<k8s_openapi::api::core::v1::Pod>) -> Event {
@@ -288,7 +288,7 @@ fn hk_04_a_runtime_pod_not_in_config_is_killed_with_grace_one() {
     assert!(s.is_termination_requested() && s.is_deleted());
     // the runtime stops it; the worker forgets it; the next pass leaves it alone
     h.runtime.insert(uid("ghost"), leftover(false));
-    h.finish("ghost", ledgerlet::ledger::SyncOutcome::Ok);
+    h.finish("ghost", ledgerlet::core::record::SyncOutcome::Ok);
     assert!(!h.has_status("ghost"));
     h.respond("ghost");
     h.advance(2_000);

@@ -13,9 +13,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
+use ledgerlet::core::record::event::{ActionOutcome, RuntimeAction, SyncOutcome};
+use ledgerlet::core::record::{Event, Record, Time};
 use ledgerlet::core::runtime_status::{ContainerState, ContainerStatus};
-use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction, SyncOutcome};
-use ledgerlet::ledger::{Event, Record, Time};
 use support::agent::{processes_with, Agent};
 use support::real_cluster::RealCluster;
 

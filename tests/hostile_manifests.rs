@@ -7,7 +7,7 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ledgerlet::ledger::Event;
+use ledgerlet::core::record::Event;
 use ledgerlet::sources::file::{Limits, MAX_NESTING_DEPTH};
 use support::agent::Agent;
 

@@ -10,9 +10,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use ledgerlet::core::command::{Command, ContainerKind, ContainerStart};
+use ledgerlet::core::record::event::{
+    ActionOutcome, RuntimeAction, RuntimeActionFinished, SyncOutcome,
+};
+use ledgerlet::core::record::Event;
 use ledgerlet::core::timers::TimerKey;
-use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction, RuntimeActionFinished, SyncOutcome};
-use ledgerlet::ledger::Event;
 use support::core_harness::{pod, uid, Harness};
 
 const IMAGE: &str = "registry.invalid/app:1";
@@ -27,10 +29,12 @@ fn with_image(p: Arc<Pod>, image: &str) -> Arc<Pod> {
 
 /// Adds a static pod through the file source (the pod manager then has it for retries).
 fn add(h: &mut Harness, p: &Arc<Pod>) -> Vec<Command> {
-    h.submit(Event::PodAdded(ledgerlet::ledger::event::PodConfigChange {
-        source: ledgerlet::core::config::PodSource::File,
-        pod: p.clone(),
-    }))
+    h.submit(Event::PodAdded(
+        ledgerlet::core::record::event::PodConfigChange {
+            source: ledgerlet::core::config::PodSource::File,
+            pod: p.clone(),
+        },
+    ))
 }
 
 /// The container starts of the last SyncPod of `u`.

@@ -22,17 +22,18 @@ use k8s_openapi::api::core::v1::PodStatus;
 use ledgerlet::core::command::{Command, SyncPodStatusCommand, WorkType};
 use ledgerlet::core::config::{CoreConfig, PodSource};
 use ledgerlet::core::pod_status::phase::is_terminal;
+use ledgerlet::core::record::event::{
+    RuntimeStatusObserved, StatusSyncFinished, StatusSyncOutcome, SyncFinished, SyncKnownPods,
+    SyncOutcome, TimerFired,
+};
+use ledgerlet::core::record::{Event, Time};
 use ledgerlet::core::runtime_status::{
     ContainerState, ContainerStatus, RunningPod, RuntimePodStatus, SandboxState, SandboxStatus,
 };
 use ledgerlet::core::status::merge_pod_status;
 use ledgerlet::core::update::{KillPodOptions, PodStatusOverride, UpdatePod, UpdateType};
 use ledgerlet::core::{fold, Node, Uid};
-use ledgerlet::ledger::event::{
-    RuntimeStatusObserved, StatusSyncFinished, StatusSyncOutcome, SyncFinished, SyncKnownPods,
-    SyncOutcome, TimerFired,
-};
-use ledgerlet::ledger::{codec, Event, Line, Reader, Time};
+use ledgerlet::ledger::{codec, Line, Reader};
 use support::core_harness::{pod, Harness};
 
 const PODS: usize = 6;
@@ -717,7 +718,7 @@ type FoldRun = (Vec<Vec<Command>>, String);
 /// record (so every status is generated). Returns each run's commands per record and final
 /// state, serialised (the memo itself is not state and is not serialised).
 fn fold_with_and_without_status_memo(
-    records: &[Arc<ledgerlet::ledger::Record>],
+    records: &[Arc<ledgerlet::core::record::Record>],
 ) -> (FoldRun, FoldRun) {
     fold_with_and_without(records, |n| n.statuses.memo.clear())
 }
@@ -725,14 +726,14 @@ fn fold_with_and_without_status_memo(
 /// Folds `records` twice: once normally, once forgetting the housekeeping memo before every
 /// record (so every housekeeping pass walks every map). As above.
 fn fold_with_and_without_housekeeping_memo(
-    records: &[Arc<ledgerlet::ledger::Record>],
+    records: &[Arc<ledgerlet::core::record::Record>],
 ) -> (FoldRun, FoldRun) {
     fold_with_and_without(records, |n| n.housekeeping_memo.clear())
 }
 
 /// Folds `records` twice, the second time calling `forget` before every record.
 fn fold_with_and_without(
-    records: &[Arc<ledgerlet::ledger::Record>],
+    records: &[Arc<ledgerlet::core::record::Record>],
     forget: impl Fn(&mut Node),
 ) -> (FoldRun, FoldRun) {
     let mut a = Node::default();

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use ledgerlet::core::command::WorkType;
 use ledgerlet::core::config::{CoreConfig, PodSource};
+use ledgerlet::core::record::event::*;
+use ledgerlet::core::record::{Event, Record, Time};
 use ledgerlet::core::runtime_status::{RunningPod, RuntimePodStatus};
 use ledgerlet::core::timers::TimerKey;
 use ledgerlet::core::update::{KillPodOptions, UpdatePod, UpdateType};
 use ledgerlet::core::{fold, Node, Uid};
-use ledgerlet::ledger::event::*;
-use ledgerlet::ledger::{codec, Event, Ledger, LedgerConfig, Line, Reader, Record, Time};
+use ledgerlet::ledger::{codec, Ledger, LedgerConfig, Line, Reader};
 use ledgerlet::sim::{Sim, SimConfig};
 use support::core_harness::pod;
 
@@ -102,7 +103,7 @@ fn one_of_each_kind() -> Vec<Event> {
             duration_ms: 12,
         }),
         Event::NodeShutdown(NodeShutdown {}),
-        Event::AgentRestarted(ledgerlet::ledger::event::AgentRestarted {
+        Event::AgentRestarted(ledgerlet::core::record::event::AgentRestarted {
             previous_seq: 41,
             dropped: Some("segment-00000000000000000001.ndjson line 42: torn".into()),
         }),

@@ -8,7 +8,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ledgerlet::ledger::Event;
+use ledgerlet::core::record::Event;
 use support::agent::Agent;
 use support::runtime_process::RuntimeProcess;
 

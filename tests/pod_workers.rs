@@ -5,13 +5,13 @@ mod support;
 
 use ledgerlet::core::command::{Command, EventType, WorkType};
 use ledgerlet::core::pod_workers::{effective_grace_period, PodWorkerState, WorkerActivity};
+use ledgerlet::core::record::event::{SyncKnownPods, SyncOutcome};
+use ledgerlet::core::record::{Event, Time};
 use ledgerlet::core::runtime_status::{
     ContainerState, ContainerStatus, RunningPod, RuntimePodStatus, SandboxState, SandboxStatus,
 };
 use ledgerlet::core::timers::TimerKey;
 use ledgerlet::core::update::{KillPodOptions, PodStatusOverride, UpdatePod, UpdateType};
-use ledgerlet::ledger::event::{SyncKnownPods, SyncOutcome};
-use ledgerlet::ledger::{Event, Time};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use support::core_harness::{pod, uid, Harness};
@@ -446,10 +446,12 @@ fn pw_11_terminal_phase_on_first_update_without_cache_entry() {
     let mut h = Harness::with_file_source();
     h.respond_error("1", "NotFound: pod \"1\" not found in the runtime");
     let p = pod("1", "p", "ns").phase("Succeeded").build();
-    h.submit(Event::PodAdded(ledgerlet::ledger::event::PodConfigChange {
-        source: ledgerlet::core::config::PodSource::File,
-        pod: p.clone(),
-    }));
+    h.submit(Event::PodAdded(
+        ledgerlet::core::record::event::PodConfigChange {
+            source: ledgerlet::core::config::PodSource::File,
+            pod: p.clone(),
+        },
+    ));
     let s = h.status("1");
     assert_eq!(
         s.terminating_at(),
@@ -528,10 +530,12 @@ fn pw_13_restart_requested_with_the_same_uid() {
     // pod would come back with its sticky terminal phase and terminate at once (GS-08).
     let mut h = Harness::with_file_source();
     let p = pod("1", "p", "ns").static_pod().label("v", "1").build();
-    h.submit(Event::PodAdded(ledgerlet::ledger::event::PodConfigChange {
-        source: ledgerlet::core::config::PodSource::File,
-        pod: p.clone(),
-    }));
+    h.submit(Event::PodAdded(
+        ledgerlet::core::record::event::PodConfigChange {
+            source: ledgerlet::core::config::PodSource::File,
+            pod: p.clone(),
+        },
+    ));
     h.drain();
     h.kill(&p, KillPodOptions::default());
     h.drain_pod_until_syncing("1");

@@ -7,7 +7,8 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use ledgerlet::ledger::{Event, Line, Reader, Record};
+use ledgerlet::core::record::{Event, Record};
+use ledgerlet::ledger::{Line, Reader};
 use support::agent::{cli, Agent};
 
 fn export(agent: &Agent, name: &str) -> PathBuf {
@@ -128,7 +129,7 @@ fn explain_a_crash_loop_names_the_exits_and_back_offs_and_verify_passes_then_fai
         .unwrap();
     let start = all.iter().find(|r| r.seq == start_seq).unwrap();
     assert!(
-        matches!(&start.event, Event::RuntimeActionFinished(f) if matches!(f.action, ledgerlet::ledger::event::RuntimeAction::StartContainer { .. })),
+        matches!(&start.event, Event::RuntimeActionFinished(f) if matches!(f.action, ledgerlet::core::record::event::RuntimeAction::StartContainer { .. })),
         "{start:?}"
     );
     assert!(
@@ -139,7 +140,7 @@ fn explain_a_crash_loop_names_the_exits_and_back_offs_and_verify_passes_then_fai
     // diff between the first start and the end shows the restart count going up
     let first_start = all
         .iter()
-        .find(|r| matches!(&r.event, Event::RuntimeActionFinished(f) if matches!(f.action, ledgerlet::ledger::event::RuntimeAction::StartContainer { .. })))
+        .find(|r| matches!(&r.event, Event::RuntimeActionFinished(f) if matches!(f.action, ledgerlet::core::record::event::RuntimeAction::StartContainer { .. })))
         .unwrap()
         .seq;
     let last = all.last().unwrap().seq;
@@ -246,7 +247,7 @@ fn explain_names_the_failed_status_writes_that_made_a_status_late() {
         let n = a
             .ledger()
             .iter()
-            .filter(|r| matches!(&r.event, Event::StatusSyncFinished(s) if matches!(s.outcome, ledgerlet::ledger::event::StatusSyncOutcome::Failed { code: Some(500), .. })))
+            .filter(|r| matches!(&r.event, Event::StatusSyncFinished(s) if matches!(s.outcome, ledgerlet::core::record::event::StatusSyncOutcome::Failed { code: Some(500), .. })))
             .count();
         (n >= 3).then_some(())
     });
@@ -273,7 +274,7 @@ fn explain_names_the_failed_status_writes_that_made_a_status_late() {
     for n in &failed {
         let r = all.iter().find(|r| r.seq == *n).expect("a named record");
         assert!(
-            matches!(&r.event, Event::StatusSyncFinished(s) if matches!(s.outcome, ledgerlet::ledger::event::StatusSyncOutcome::Failed { code: Some(500), .. })),
+            matches!(&r.event, Event::StatusSyncFinished(s) if matches!(s.outcome, ledgerlet::core::record::event::StatusSyncOutcome::Failed { code: Some(500), .. })),
             "record {n} is a failed status write: {r:?}"
         );
     }

@@ -11,9 +11,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use ledgerlet::core::probe_results::ProbeOutcome;
 use ledgerlet::core::probes::{ProbeFinished, ProbeResult, ProbeType, ResultReason, RunResult};
+use ledgerlet::core::record::event::{ActionOutcome, RuntimeAction};
+use ledgerlet::core::record::{Event, Record};
 use ledgerlet::core::runtime_status::ContainerState;
-use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction};
-use ledgerlet::ledger::{Event, Record};
 use support::agent::{processes_with, Agent};
 
 const TARGET: &str = env!("CARGO_BIN_EXE_ledgerlet-probe-target");

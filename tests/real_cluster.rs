@@ -24,8 +24,8 @@ use k8s_openapi::api::core::v1::{
 use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
-use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction};
-use ledgerlet::ledger::Event as LedgerEvent;
+use ledgerlet::core::record::event::{ActionOutcome, RuntimeAction};
+use ledgerlet::core::record::Event as LedgerEvent;
 use support::real_cluster::{read_sa_probe, sa_probe_script, Kube, RealCluster};
 use support::runtime_process::RuntimeProcess;
 

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use ledgerlet::ledger::event::{ActionOutcome, RuntimeAction};
-use ledgerlet::ledger::{Event, Line, Reader, Record};
+use ledgerlet::core::record::event::{ActionOutcome, RuntimeAction};
+use ledgerlet::core::record::{Event, Record};
+use ledgerlet::ledger::{Line, Reader};
 use support::agent::{processes_with, Agent};
 use support::runtime_process::RuntimeProcess;
 

@@ -12,7 +12,7 @@ mod support;
 
 use std::time::Duration;
 
-use ledgerlet::ledger::Event;
+use ledgerlet::core::record::Event;
 use support::agent::{processes_with, Agent};
 use support::scenarios::{self, container, instances, Runtime};
 

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use ledgerlet::core::pod::{
     CONFIG_HASH_ANNOTATION, CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
 };
-use ledgerlet::ledger::Time;
+use ledgerlet::core::record::Time;
 use ledgerlet::sources::file::{FileSource, Limits, SourceChange};
 
 const NODE: &str = "Node-A";
@@ -1107,7 +1107,7 @@ fn rejections_are_counted_by_reason() {
 mod driver {
     use super::*;
     use ledgerlet::core::config::PodSource;
-    use ledgerlet::ledger::Event;
+    use ledgerlet::core::record::Event;
     use ledgerlet::sources::file::{change_event, run, ManifestError, Problem};
     use std::time::Duration;
     use tokio::sync::mpsc;

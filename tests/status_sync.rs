@@ -18,9 +18,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use ledgerlet::core::command::SyncPodStatusCommand;
+use ledgerlet::core::record::event::StatusSyncOutcome;
+use ledgerlet::core::record::Time;
 use ledgerlet::core::Uid;
-use ledgerlet::ledger::event::StatusSyncOutcome;
-use ledgerlet::ledger::Time;
 use ledgerlet::shell::api::status_sync::sync_pod_status;
 use ledgerlet::shell::api::{ApiClient, ApiLimits};
 use support::fault_proxy::FaultProxy;

@@ -11,9 +11,10 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ledgerlet::core::record::event::ManifestRejected;
+use ledgerlet::core::record::{Event, Time};
 use ledgerlet::engine::Engine;
-use ledgerlet::ledger::event::ManifestRejected;
-use ledgerlet::ledger::{Event, LedgerConfig, Time};
+use ledgerlet::ledger::LedgerConfig;
 use ledgerlet::stream::client::{self, Target};
 use ledgerlet::stream::pb::WatchRequest;
 use ledgerlet::stream::server::{bind_unix, serve, LedgerService};

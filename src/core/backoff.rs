@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::plan::container_hash;
 use super::pod;
 use super::runtime_status::{ContainerState, RuntimePodStatus};
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// The reason of a start refused by the backoff (`kubecontainer.ErrCrashLoopBackOff`); the
 /// status generator shows it as the container's waiting reason.

@@ -13,7 +13,7 @@ use super::runtime_status::{RunningPod, RuntimePodStatus};
 use super::timers::ArmedTimer;
 use super::uid::Uid;
 use super::update::{PodStatusOverride, UpdateType};
-use crate::ledger::Event;
+use crate::core::record::Event;
 
 /// The work a pod worker does in each state (kubelet `PodWorkerState` plus the runtime-only
 /// variant of terminating).
@@ -318,7 +318,7 @@ pub struct SyncPodStatusCommand {
     /// When the oldest change not yet acknowledged by the API server was made (the start of
     /// `kubelet_pod_status_sync_duration_seconds`).
     #[serde(default)]
-    pub changed_at: crate::ledger::Time,
+    pub changed_at: crate::core::record::Time,
 }
 
 /// A write to the API server about this node.
@@ -338,7 +338,7 @@ pub enum NodeCommand {
         /// `spec.leaseDurationSeconds`.
         duration_s: i32,
         /// `spec.renewTime`.
-        renew_time: crate::ledger::Time,
+        renew_time: crate::core::record::Time,
     },
     /// PATCH the Node's status subresource. Report `patch_status`.
     PatchStatus {

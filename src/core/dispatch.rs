@@ -22,8 +22,8 @@ use super::pod_workers::{Cx, PodWorkerState};
 use super::timers::TimerKey;
 use super::uid::Uid;
 use super::update::{UpdatePod, UpdateType};
-use crate::ledger::event::{PlegEvent, PlegEventKind, PodRejected, SyncKnownPods};
-use crate::ledger::{Event, Time};
+use crate::core::record::event::{PlegEvent, PlegEventKind, PodRejected, SyncKnownPods};
+use crate::core::record::{Event, Time};
 
 fn update(
     update_type: UpdateType,

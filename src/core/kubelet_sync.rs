@@ -29,10 +29,10 @@ use super::timers::TimerKey;
 use super::uid::Uid;
 use super::update::PodStatusOverride;
 use crate::core::command::WorkType;
-use crate::ledger::event::{
+use crate::core::record::event::{
     ActionOutcome, RuntimeAction, RuntimeActionFinished, SyncFinished, SyncOutcome,
 };
-use crate::ledger::{Event, Time};
+use crate::core::record::{Event, Time};
 
 /// The reason the kubelet records for a container start that waits on its backoff.
 pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";

@@ -17,7 +17,7 @@ use super::command::{Command, NodeCommand};
 use super::node::Node;
 use super::pod;
 use super::uid::Uid;
-use crate::ledger::event::{NodeAction, NodeSyncFinished};
+use crate::core::record::event::{NodeAction, NodeSyncFinished};
 
 /// Mirror writes in flight, by the static pod's config hash (creations) or the mirror's
 /// UID (deletions).

@@ -31,6 +31,7 @@ pub mod pod_workers;
 pub mod probe_results;
 pub mod probes;
 pub mod reason_cache;
+pub mod record;
 pub mod runtime_status;
 pub mod status;
 pub mod status_memo;

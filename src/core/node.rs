@@ -16,8 +16,8 @@ use super::pod_workers::{Cx, PodWorkers};
 use super::runtime_status::RuntimeCache;
 use super::timers::{TimerKey, Timers};
 use super::uid::Uid;
-use crate::ledger::event::{NodeAction, SyncOutcome};
-use crate::ledger::{Event, Record, Time};
+use crate::core::record::event::{NodeAction, SyncOutcome};
+use crate::core::record::{Event, Record, Time};
 
 /// Everything the core knows about the node.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::uid::Uid;
 use super::uid_map::UidMap;
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// The state of a pod sandbox (CRI `PodSandboxState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::command::Command;
 use super::uid::Uid;
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// What a timer is for. One armed timer per key: arming a key again replaces it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

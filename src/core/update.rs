@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::pod;
 use super::runtime_status::RunningPod;
 use super::uid::Uid;
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// kubelet `SyncPodType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -84,25 +84,13 @@ pub struct UpdatePod {
     /// What kind of update this is.
     pub update_type: UpdateType,
     /// The config pod. Required unless `running_pod` is set.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::ledger::shared::opt_arc"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<Arc<Pod>>,
     /// The mirror pod of a static pod, if known.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::ledger::shared::opt_arc"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror_pod: Option<Arc<Pod>>,
     /// A runtime-only pod (no config); only valid with `Kill`.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::ledger::shared::opt_arc"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_pod: Option<Arc<RunningPod>>,
     /// Kill options.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,12 +8,13 @@ use std::io::{self, BufRead, Write};
 use std::marker::PhantomData;
 
 use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use super::event::{Event, EventDecodeError};
-use super::record::{Record, TraceParent, WireLine};
-use super::time::Time;
+use super::shared::{decode_event, Payload};
+use crate::core::record::event::{Event, EventDecodeError};
+use crate::core::record::time::Time;
+use crate::core::record::{Record, TraceParent};
 
 /// The `kind` of the snapshot line that may start an export.
 pub const SNAPSHOT_KIND: &str = "Snapshot";
@@ -70,6 +71,61 @@ impl DecodeError {
         match self {
             DecodeError::Malformed { line, .. } | DecodeError::Io { line, .. } => *line,
         }
+    }
+}
+
+/// A record's line: the envelope, then its payload (shared objects through the encode cache).
+impl Serialize for Record {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("seq", &self.seq)?;
+        m.serialize_entry("at", &self.at)?;
+        m.serialize_entry("cause", &self.cause)?;
+        m.serialize_entry("trace", &self.trace)?;
+        m.serialize_entry("kind", self.event.kind())?;
+        m.serialize_entry("event", &Payload(&self.event))?;
+        m.end()
+    }
+}
+
+/// The fields of a line before its `event` is decoded by `kind`.
+#[derive(Deserialize)]
+struct WireLine<'a> {
+    seq: u64,
+    at: Time,
+    #[serde(default)]
+    cause: Option<u64>,
+    #[serde(default)]
+    trace: Option<TraceParent>,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    event: &'a serde_json::value::RawValue,
+}
+
+impl<'de> Deserialize<'de> for Record {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Record, D::Error> {
+        #[derive(Deserialize)]
+        struct Owned {
+            seq: u64,
+            at: Time,
+            #[serde(default)]
+            cause: Option<u64>,
+            #[serde(default)]
+            trace: Option<TraceParent>,
+            kind: String,
+            event: Box<serde_json::value::RawValue>,
+        }
+        let o = Owned::deserialize(d)?;
+        let event = decode_event(&o.kind, o.event.get()).map_err(serde::de::Error::custom)?;
+        Ok(Record {
+            seq: o.seq,
+            at: o.at,
+            cause: o.cause,
+            trace: o.trace,
+            event,
+        })
     }
 }
 
@@ -144,7 +200,7 @@ fn decode_line_two_pass<S: DeserializeOwned>(
             state,
         })));
     }
-    let event = Event::decode(&wire.kind, wire.event.get()).map_err(|e| match e {
+    let event = decode_event(&wire.kind, wire.event.get()).map_err(|e| match e {
         EventDecodeError::UnknownKind(k) => bad(format!(
             "unknown kind {k:?} (known: Snapshot, {})",
             Event::KINDS.join(", ")
@@ -222,7 +278,7 @@ struct PayloadSeed<'k>(&'k str);
 impl<'de> DeserializeSeed<'de> for PayloadSeed<'_> {
     type Value = Event;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Event, D::Error> {
-        Event::deserialize_payload(self.0, d)
+        super::shared::deserialize_payload(self.0, d)
     }
 }
 
@@ -300,7 +356,7 @@ impl<'de, S: DeserializeOwned> Visitor<'de> for LineVisitor<S> {
                 let state = serde_json::from_str(raw.get()).map_err(A::Error::custom)?;
                 return Ok(Line::Snapshot(Box::new(Snapshot { seq, at, state })));
             }
-            Body::Raw(raw) => Event::decode(&kind, raw.get()).map_err(A::Error::custom)?,
+            Body::Raw(raw) => decode_event(&kind, raw.get()).map_err(A::Error::custom)?,
         };
         Ok(Line::Record(Record {
             seq,
@@ -527,6 +583,10 @@ mod tests {
             assert_eq!(got, Line::Record((**r).clone()), "line {}", line + 1);
             assert_eq!(Ok(got.clone()), two_pass(want));
             fast += usize::from(super::super::fastline::decode::<Node>(want).is_some());
+            // the ledger's payload encoding is the vocabulary's plain one, byte for byte
+            let payload = serde_json::to_string(&Payload(&r.event)).unwrap();
+            let plain = format!(r#"{{"kind":"{}","event":{payload}}}"#, r.event.kind());
+            assert_eq!(serde_json::to_string(&r.event).unwrap(), plain);
             // the same pod text decodes to the same object
             if let Line::Record(Record {
                 event: Event::UpdatePod(u),
@@ -549,9 +609,9 @@ mod tests {
     fn payloads_read_by_hand_are_what_serde_reads() {
         use crate::core::command::WorkType;
         use crate::core::probes::ProbeType;
+        use crate::core::record::event::{SyncFinished, SyncOutcome, TimerFired};
         use crate::core::timers::TimerKey;
         use crate::core::Uid;
-        use crate::ledger::event::{SyncFinished, SyncOutcome, TimerFired};
         let uid = || Uid::new("c2181359-4726-4b09-abc6-8cb5ba9b7870");
         let mut events: Vec<Event> = [
             TimerKey::PodWork { uid: uid() },

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::codec::{write_record, write_snapshot, Snapshot};
-use super::record::Record;
 use super::store::{Ledger, ReplayBase};
+use crate::core::record::Record;
 
 /// The gzip level of `.gz` exports: fast, since ledgers compress well at any level and
 /// the flight recorder writes while an agent is failing.

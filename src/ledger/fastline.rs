@@ -17,12 +17,12 @@ use serde::de::{DeserializeSeed, Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::codec::{Line, SNAPSHOT_KIND};
-use super::event::{Event, SyncFinished, SyncOutcome, TimerFired};
-use super::record::{Record, TraceParent};
 use super::scan;
-use super::shared::{visit_shared_at, RAW_TOKEN};
-use super::time::Time;
+use super::shared::{deserialize_payload, visit_shared_at, RAW_TOKEN};
 use crate::core::command::WorkType;
+use crate::core::record::event::{Event, SyncFinished, SyncOutcome, TimerFired};
+use crate::core::record::time::Time;
+use crate::core::record::{Record, TraceParent};
 use crate::core::timers::TimerKey;
 use crate::core::Uid;
 
@@ -144,9 +144,7 @@ pub(super) fn decode<S>(text: &str) -> Option<Line<S>> {
     };
     let event = match by_hand {
         Some(e) => e,
-        None if SHARED_KINDS.contains(&kind) => {
-            Event::deserialize_payload(kind, Fields(&mut c)).ok()?
-        }
+        None if SHARED_KINDS.contains(&kind) => deserialize_payload(kind, Fields(&mut c)).ok()?,
         None => {
             let (e, n) = Event::decode_prefix(kind, c.rest())?;
             c.pos += n;

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeSet;
 
-use super::event::Event;
-use super::record::Record;
+use crate::core::record::event::Event;
+use crate::core::record::Record;
 use crate::core::{pod, Uid};
 
 /// Which pod a filter selects.

@@ -4,8 +4,11 @@
 //! repeated in many records: decoding interns objects by their exact JSON text (the same
 //! text becomes one shared `Arc`, parsed once, as it was shared when recorded), and an
 //! export encodes each shared object once (by address, while [`EncodeCache`] is active) and
-//! repeats its JSON text. Both are per thread and bounded. Must not change a byte of the
-//! encoding or a value of the decoding: a cache hit is exactly what a miss would produce.
+//! repeats its JSON text. Both are per thread and bounded, so they live here, not with the
+//! payload types in the pure core: the ledger's codec reads and writes the payloads that
+//! carry shared objects through [`Wire`], [`Payload`] and [`decode_event`]. Must not change
+//! a byte of the encoding or a value of the decoding: a cache hit is exactly what a miss
+//! would produce, and `Wire` is what the payloads' derived serde would do.
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
@@ -13,9 +16,12 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde::de::{DeserializeOwned, Error as _};
+use serde::de::{DeserializeOwned, DeserializeSeed, Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
+
+use crate::core::record::event::{Event, EventDecodeError, PodConfigChange, RuntimeStatusObserved};
+use crate::core::update::UpdatePod;
 
 /// Interned objects per thread at most (the table is emptied when full).
 pub const MAX_INTERNED: usize = 4_096;
@@ -338,81 +344,189 @@ impl<'de, T: DeserializeOwned + Send + Sync + 'static> serde::de::Visitor<'de> f
     }
 }
 
-fn deserialize_arc<'de, T, D>(d: D) -> Result<Arc<T>, D::Error>
-where
-    T: DeserializeOwned + Send + Sync + 'static,
-    D: Deserializer<'de>,
-{
-    d.deserialize_newtype_struct(RAW_TOKEN, ArcVisitor(std::marker::PhantomData))
-}
+/// An interned `Arc<T>` (as a field, or in an `Option`).
+struct Interned<T>(Arc<T>);
 
-/// `#[serde(with = "…::shared::arc")]` for `Arc<T>` fields.
-pub mod arc {
-    use super::*;
-
-    /// Serialises `v` (once per export while an [`EncodeCache`] is active).
-    pub fn serialize<T: Serialize, S: Serializer>(v: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
-        encode(v, s)
-    }
-
-    /// Deserialises an interned `Arc<T>`.
-    pub fn deserialize<'de, T, D>(d: D) -> Result<Arc<T>, D::Error>
-    where
-        T: DeserializeOwned + Send + Sync + 'static,
-        D: Deserializer<'de>,
-    {
-        deserialize_arc(d)
+impl<'de, T: DeserializeOwned + Send + Sync + 'static> Deserialize<'de> for Interned<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Interned<T>, D::Error> {
+        d.deserialize_newtype_struct(RAW_TOKEN, ArcVisitor(std::marker::PhantomData))
+            .map(Interned)
     }
 }
 
-/// `#[serde(with = "…::shared::opt_arc")]` for `Option<Arc<T>>` fields.
-pub mod opt_arc {
-    use super::*;
+/// Serialises an `Arc<T>` (once per export while an [`EncodeCache`] is active).
+struct Enc<'a, T>(&'a Arc<T>);
 
-    /// Serialises `v` (once per export while an [`EncodeCache`] is active).
-    pub fn serialize<T: Serialize, S: Serializer>(
-        v: &Option<Arc<T>>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        match v {
-            Some(a) => s.serialize_some(&Wrap(a)),
-            None => s.serialize_none(),
+impl<T: Serialize> Serialize for Enc<'_, T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        encode(self.0, s)
+    }
+}
+
+/// A field name: one of `self.0`, or `""` for any other.
+struct FieldName(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for FieldName {
+    type Value = &'static str;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<&'static str, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl Visitor<'_> for FieldName {
+    type Value = &'static str;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("field identifier")
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<&'static str, E> {
+        Ok(self.0.iter().find(|f| **f == s).copied().unwrap_or(""))
+    }
+}
+
+/// A payload that carries shared objects, (de)serialised as its derived impls do (the same
+/// fields in the same order, the same errors) but with its shared objects through the
+/// encode cache and the intern table. The vocabulary's own serde for these types is plain
+/// `Arc<T>` (the same bytes, the same values, nothing shared): the pure core must not reach
+/// this module's per-thread tables, so the ledger's codec reads and writes them as `Wire`.
+/// The field lists are exhaustive: a field added to a payload does not compile until it is
+/// added here. `req`: always written, required; `opt`: an `Option`, written when `Some`;
+/// `arc`/`opt_arc`: the same for shared objects.
+pub(crate) struct Wire<T>(pub T);
+
+macro_rules! wire {
+    ($name:ident { $($field:ident: $how:ident),* $(,)? }) => {
+        impl Serialize for Wire<&$name> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let $name { $($field),* } = self.0;
+                let mut m = s.serialize_map(None)?;
+                $( wire!(@ser $how, m, $field); )*
+                m.end()
+            }
+        }
+
+        impl<'de> Deserialize<'de> for Wire<$name> {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = Wire<$name>;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str(concat!("struct ", stringify!($name)))
+                    }
+                    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                        $( let mut $field = None; )*
+                        while let Some(key) = map.next_key_seed(FieldName(&[$(stringify!($field)),*]))? {
+                            match key {
+                                $( stringify!($field) => {
+                                    if $field.is_some() {
+                                        return Err(A::Error::duplicate_field(stringify!($field)));
+                                    }
+                                    $field = Some(wire!(@de $how, map));
+                                } )*
+                                _ => {
+                                    map.next_value::<serde::de::IgnoredAny>()?;
+                                }
+                            }
+                        }
+                        Ok(Wire($name { $( $field: wire!(@end $how, $field), )* }))
+                    }
+                }
+                d.deserialize_map(V)
+            }
+        }
+    };
+    (@ser req, $m:ident, $f:ident) => { $m.serialize_entry(stringify!($f), $f)? };
+    (@ser arc, $m:ident, $f:ident) => { $m.serialize_entry(stringify!($f), &Enc($f))? };
+    (@ser opt, $m:ident, $f:ident) => {
+        if let Some(v) = $f { $m.serialize_entry(stringify!($f), v)? }
+    };
+    (@ser opt_arc, $m:ident, $f:ident) => {
+        if let Some(v) = $f { $m.serialize_entry(stringify!($f), &Enc(v))? }
+    };
+    (@de req, $map:ident) => { $map.next_value()? };
+    (@de opt, $map:ident) => { $map.next_value()? };
+    (@de arc, $map:ident) => { $map.next_value::<Interned<_>>()?.0 };
+    (@de opt_arc, $map:ident) => { $map.next_value::<Option<Interned<_>>>()?.map(|i| i.0) };
+    (@end opt, $f:ident) => { $f.flatten() };
+    (@end opt_arc, $f:ident) => { $f.flatten() };
+    (@end $how:ident, $f:ident) => {
+        match $f {
+            Some(v) => v,
+            None => return Err(serde::de::Error::missing_field(stringify!($f))),
+        }
+    };
+}
+
+wire!(PodConfigChange {
+    source: req,
+    pod: arc
+});
+wire!(UpdatePod {
+    update_type: req,
+    pod: opt_arc,
+    mirror_pod: opt_arc,
+    running_pod: opt_arc,
+    kill: opt,
+    start_time: opt,
+});
+wire!(RuntimeStatusObserved {
+    uid: req,
+    status: opt_arc,
+    error: opt
+});
+
+/// Serialises an event's payload (the `event` of a line), shared objects through the cache.
+pub(crate) struct Payload<'a>(pub &'a Event);
+
+impl Serialize for Payload<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Event::PodAdded(p)
+            | Event::PodUpdated(p)
+            | Event::PodRemoved(p)
+            | Event::PodDeleted(p)
+            | Event::PodReconcile(p) => Wire(p).serialize(s),
+            Event::UpdatePod(p) => Wire(p).serialize(s),
+            Event::RuntimeStatusObserved(p) => Wire(p).serialize(s),
+            e => e.serialize_payload(s),
         }
     }
+}
 
-    struct Wrap<'a, T>(&'a Arc<T>);
-    impl<T: Serialize> Serialize for Wrap<'_, T> {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            encode(self.0, s)
-        }
-    }
+/// The payload of a `kind` event from `d`, shared objects interned: what the ledger's
+/// decoders use in place of the vocabulary's [`Event::deserialize_payload`].
+pub(crate) fn deserialize_payload<'de, D: Deserializer<'de>>(
+    kind: &str,
+    d: D,
+) -> Result<Event, D::Error> {
+    let change = |d: D| Wire::<PodConfigChange>::deserialize(d).map(|w| w.0);
+    Ok(match kind {
+        "PodAdded" => Event::PodAdded(change(d)?),
+        "PodUpdated" => Event::PodUpdated(change(d)?),
+        "PodRemoved" => Event::PodRemoved(change(d)?),
+        "PodDeleted" => Event::PodDeleted(change(d)?),
+        "PodReconcile" => Event::PodReconcile(change(d)?),
+        "UpdatePod" => Event::UpdatePod(Wire::deserialize(d)?.0),
+        "RuntimeStatusObserved" => Event::RuntimeStatusObserved(Wire::deserialize(d)?.0),
+        _ => return Event::deserialize_payload(kind, d),
+    })
+}
 
-    struct OptVisitor<T>(std::marker::PhantomData<fn() -> T>);
-
-    impl<'de, T: DeserializeOwned + Send + Sync + 'static> serde::de::Visitor<'de> for OptVisitor<T> {
-        type Value = Option<Arc<T>>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an object or null")
-        }
-        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            deserialize_arc(d).map(Some)
-        }
-    }
-
-    /// Deserialises an interned `Option<Arc<T>>`.
-    pub fn deserialize<'de, T, D>(d: D) -> Result<Option<Arc<T>>, D::Error>
-    where
-        T: DeserializeOwned + Send + Sync + 'static,
-        D: Deserializer<'de>,
-    {
-        d.deserialize_option(OptVisitor(std::marker::PhantomData))
-    }
+/// Decodes the `event` object of a line whose `kind` is `kind`, shared objects interned:
+/// what the ledger's decoders use in place of the vocabulary's [`Event::decode`].
+pub(crate) fn decode_event(kind: &str, text: &str) -> Result<Event, EventDecodeError> {
+    let Some(&kind) = Event::KINDS.iter().find(|k| **k == kind) else {
+        return Err(EventDecodeError::UnknownKind(
+            kind.chars().take(64).collect(),
+        ));
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
+    deserialize_payload(kind, &mut de)
+        .and_then(|e| de.end().map(|()| e))
+        .map_err(|e| EventDecodeError::Payload {
+            kind,
+            error: e.to_string(),
+        })
 }
 
 #[cfg(test)]
@@ -425,35 +539,55 @@ mod tests {
         n: u32,
     }
 
+    /// The vocabulary's plain serde, and the ledger's `Wire` form.
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Holder {
-        #[serde(with = "arc")]
         a: Arc<Obj>,
-        #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_arc")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         b: Option<Arc<Obj>>,
+    }
+
+    wire!(Holder { a: arc, b: opt_arc });
+
+    fn wire(text: &str) -> Result<Holder, serde_json::Error> {
+        serde_json::from_str::<Wire<Holder>>(text).map(|w| w.0)
     }
 
     #[test]
     fn the_same_text_decodes_to_one_shared_object_and_values_are_unchanged() {
         let text = r#"{"a":{"name":"x","n":1},"b":{"name":"x","n":1}}"#;
-        let h: Holder = serde_json::from_str(text).unwrap();
+        let h = wire(text).unwrap();
         assert!(Arc::ptr_eq(&h.a, h.b.as_ref().unwrap()));
-        let h2: Holder = serde_json::from_str(r#"{"a":{"name":"x","n":2}}"#).unwrap();
+        assert_eq!(h, serde_json::from_str::<Holder>(text).unwrap());
+        let h2 = wire(r#"{"a":{"name":"x","n":2}}"#).unwrap();
         assert_eq!(h2.a.n, 2);
         assert_eq!(h2.b, None);
         // through serde_json::Value as well
         let v: serde_json::Value = serde_json::from_str(text).unwrap();
-        let h3: Holder = serde_json::from_value(v).unwrap();
+        let h3 = serde_json::from_value::<Wire<Holder>>(v).unwrap().0;
         assert_eq!(h3, h);
         // a type mismatch is still an error
-        assert!(serde_json::from_str::<Holder>(r#"{"a":{"name":1}}"#).is_err());
+        assert!(wire(r#"{"a":{"name":1}}"#).is_err());
+        assert!(wire(r#"{"a":{"name":"x","n":1},"b":7}"#).is_err());
+        // a missing or repeated field is the derived impl's error (its array form, which
+        // the encoder never writes, is not read)
+        for bad in [
+            r#"{"b":null}"#,
+            r#"{"a":{"name":"x","n":1},"a":{"name":"x","n":1}}"#,
+            r#"{"a":{"name":"x","n":1},"b":null,"b":null}"#,
+        ] {
+            let plain = serde_json::from_str::<Holder>(bad).map_err(|e| e.to_string());
+            assert_eq!(wire(bad).map_err(|e| e.to_string()), plain, "{bad}");
+        }
+        // unknown fields are skipped, as the derived impl does
+        assert_eq!(wire(r#"{"x":[1],"a":{"name":"x","n":1}}"#).unwrap().a.n, 1);
         // inside serde's buffering (flatten, internally tagged) it still decodes
-        #[derive(Debug, Deserialize)]
+        #[derive(Deserialize)]
         #[serde(tag = "t")]
         enum Tagged {
-            H(Holder),
+            H(Wire<Holder>),
         }
-        let Tagged::H(h4) =
+        let Tagged::H(Wire(h4)) =
             serde_json::from_str(r#"{"t":"H","a":{"name":"y","n":3},"b":null}"#).unwrap();
         assert_eq!(h4.a.n, 3);
         assert_eq!(h4.b, None);
@@ -470,10 +604,11 @@ mod tests {
             b: Some(shared),
         };
         let plain = serde_json::to_string(&h).unwrap();
+        assert_eq!(plain, serde_json::to_string(&Wire(&h)).unwrap());
         let cached = {
             let _c = EncodeCache::start();
-            let first = serde_json::to_string(&h).unwrap();
-            assert_eq!(first, serde_json::to_string(&h).unwrap());
+            let first = serde_json::to_string(&Wire(&h)).unwrap();
+            assert_eq!(first, serde_json::to_string(&Wire(&h)).unwrap());
             first
         };
         assert_eq!(plain, cached);

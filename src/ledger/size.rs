@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::mem::size_of;
 use std::sync::Arc;
 
-use super::event::Event;
-use super::record::Record;
+use crate::core::record::event::Event;
+use crate::core::record::Record;
 
 /// A shared object a record points at.
 pub(crate) struct Shared<'a> {
@@ -91,7 +91,7 @@ fn own_heap_bytes(r: &Record) -> usize {
         Event::SyncFinished(f) => {
             uid(&f.uid)
                 + match &f.outcome {
-                    super::event::SyncOutcome::Failed { message } => message.len(),
+                    crate::core::record::event::SyncOutcome::Failed { message } => message.len(),
                     _ => 0,
                 }
         }
@@ -114,7 +114,7 @@ fn own_heap_bytes(r: &Record) -> usize {
         Event::KillCompleted(k) => uid(&k.uid) + k.requests.len() * 8,
         Event::PodRejected(p) => uid(&p.uid) + p.reason.len() + p.message.len(),
         Event::RuntimeActionFinished(a) => {
-            use super::event::{ActionOutcome, RuntimeAction};
+            use crate::core::record::event::{ActionOutcome, RuntimeAction};
             let action = match &a.action {
                 RuntimeAction::KillContainer { id, name, message } => {
                     id.len() + name.len() + message.len()
@@ -146,8 +146,10 @@ fn own_heap_bytes(r: &Record) -> usize {
         Event::NodeSyncFinished(n) => {
             n.uid.as_ref().map_or(0, uid)
                 + match &n.outcome {
-                    super::event::NodeSyncOutcome::Failed { message, .. } => message.len(),
-                    super::event::NodeSyncOutcome::Ok => 0,
+                    crate::core::record::event::NodeSyncOutcome::Failed { message, .. } => {
+                        message.len()
+                    }
+                    crate::core::record::event::NodeSyncOutcome::Ok => 0,
                 }
         }
         Event::ProbeFinished(f) => {
@@ -157,8 +159,12 @@ fn own_heap_bytes(r: &Record) -> usize {
         Event::StatusSyncFinished(f) => {
             uid(&f.uid)
                 + match &f.outcome {
-                    super::event::StatusSyncOutcome::UidChanged { api_uid } => api_uid.len(),
-                    super::event::StatusSyncOutcome::Failed { message, .. } => message.len(),
+                    crate::core::record::event::StatusSyncOutcome::UidChanged { api_uid } => {
+                        api_uid.len()
+                    }
+                    crate::core::record::event::StatusSyncOutcome::Failed { message, .. } => {
+                        message.len()
+                    }
                     _ => 0,
                 }
         }

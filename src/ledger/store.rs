@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 
 use super::codec::Snapshot;
-use super::event::Event;
-use super::record::{Record, TraceParent};
 use super::size::SharedTally;
-use super::time::Time;
+use crate::core::record::event::Event;
+use crate::core::record::time::Time;
+use crate::core::record::{Record, TraceParent};
 
 /// Retention and snapshot limits. Every bound names its unit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

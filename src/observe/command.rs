@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::core::command::Command;
 use crate::core::pod;
-use crate::ledger::{Time, TraceParent};
+use crate::core::record::{Time, TraceParent};
 
 use super::context;
 use super::describe::{

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::ledger::TraceParent;
+use crate::core::record::TraceParent;
 
 /// The gRPC metadata / HTTP header that carries the context (W3C Trace Context).
 pub const TRACEPARENT_HEADER: &str = "traceparent";

@@ -37,11 +37,11 @@ use opentelemetry::trace::{
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 
+use crate::core::record::event::RuntimeAction;
+use crate::core::record::{Event, Record, Time, TraceParent};
 use crate::core::runtime_status::RunningPod;
 use crate::core::update::UpdateType;
 use crate::core::{pod, Command, Node, Uid};
-use crate::ledger::event::RuntimeAction;
-use crate::ledger::{Event, Record, Time, TraceParent};
 
 use super::context::{IdGen, RootSampler, SeqSpanIds};
 use super::otel::Spans;
@@ -1135,7 +1135,7 @@ mod tests {
                 at: again.at,
                 cause: None,
                 trace: None,
-                event: Event::PodDeleted(crate::ledger::event::PodConfigChange {
+                event: Event::PodDeleted(crate::core::record::event::PodConfigChange {
                     source: change.source,
                     pod: Arc::new(pod),
                 }),

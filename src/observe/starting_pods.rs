@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 
+use crate::core::record::Time;
 use crate::core::Uid;
-use crate::ledger::Time;
 
 /// A pod between its first sighting and its start: what its start metrics need.
 #[derive(Clone, Debug)]

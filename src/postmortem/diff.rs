@@ -11,9 +11,9 @@ use std::io::BufRead;
 
 use serde_json::{json, Value};
 
+use crate::core::record::Time;
 use crate::core::{pod, Node, Uid};
 use crate::ledger::filter::{PodSelector, RecordFilter};
-use crate::ledger::Time;
 use crate::postmortem::replay::{replay_with, Fold, ReplayError, Until};
 
 /// Why a diff could not be made.

@@ -18,14 +18,14 @@ use std::io::BufRead;
 use std::time::Duration;
 
 use crate::core::command::{Command, ContainerKill};
+use crate::core::record::event::{
+    ActionOutcome, PlegEventKind, RuntimeAction, StatusSyncOutcome, SyncOutcome,
+};
+use crate::core::record::{Event, Record, Time};
 use crate::core::runtime_status::ContainerState;
 use crate::core::timers::TimerKey;
 use crate::core::Uid;
-use crate::ledger::event::{
-    ActionOutcome, PlegEventKind, RuntimeAction, StatusSyncOutcome, SyncOutcome,
-};
 use crate::ledger::filter::{PodSelector, RecordFilter};
-use crate::ledger::{Event, Record, Time};
 use crate::postmortem::replay::{replay_with, Fold, ReplayError, Until};
 
 use super::diff::resolve;
@@ -286,7 +286,7 @@ impl Facts {
         }
     }
 
-    fn action(&mut self, r: &Record, a: &crate::ledger::event::RuntimeActionFinished) {
+    fn action(&mut self, r: &Record, a: &crate::core::record::event::RuntimeActionFinished) {
         match (&a.action, &a.outcome) {
             (RuntimeAction::StartContainer { container, id, .. }, ActionOutcome::Ok { .. }) => {
                 let facts = self.containers.entry(container.clone()).or_default();
@@ -470,7 +470,7 @@ impl Facts {
         t
     }
 
-    fn status_sync(&mut self, r: &Record, s: &crate::ledger::event::StatusSyncFinished) {
+    fn status_sync(&mut self, r: &Record, s: &crate::core::record::event::StatusSyncFinished) {
         match &s.outcome {
             StatusSyncOutcome::Failed { code, message } => {
                 let what = match code {

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::core::record::Time;
 use crate::engine::Engine;
 use crate::ledger::export::{write_export, ExportWriter};
-use crate::ledger::Time;
 
 /// Recordings kept in the postmortem directory (the oldest are removed).
 pub const MAX_RECORDINGS: usize = 10;

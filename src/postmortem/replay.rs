@@ -11,8 +11,9 @@ use std::io::BufRead;
 use serde::Serialize;
 
 use crate::core::pod_workers::{PodSyncStatus, WorkerActivity};
+use crate::core::record::{Record, Time};
 use crate::core::{fold, Command, Node, Uid};
-use crate::ledger::{DecodeError, Record, Time};
+use crate::ledger::DecodeError;
 
 pub mod ahead;
 

@@ -12,9 +12,9 @@ use serde::Serialize;
 
 use crate::core::probe_results::ProbeOutcome;
 use crate::core::probes::{ProbeType, ResultReason, RunResult};
+use crate::core::record::event::RuntimeAction;
+use crate::core::record::{Event, Record, Time};
 use crate::core::Uid;
-use crate::ledger::event::RuntimeAction;
-use crate::ledger::{Event, Record, Time};
 
 /// Runs kept per container instance and probe (the newest; a longer run is summarised).
 pub const MAX_RUNS_KEPT: usize = 64;

@@ -17,9 +17,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::BufRead;
 
+use crate::core::record::{Event, Record};
 use crate::core::timers::TimerKey;
 use crate::core::{Command, Uid};
-use crate::ledger::{Event, Record};
 use crate::postmortem::replay::{replay_with, Fold, ReplayError, Until};
 
 /// Causes whose commands are remembered at most (the oldest are forgotten first).

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use crate::core::command::{EventType, KubeEvent};
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// A recorded event with when it was recorded.
 #[derive(Clone, Debug, Serialize)]

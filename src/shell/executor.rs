@@ -23,14 +23,14 @@ use crate::core::command::{
     ContainerKill, ContainerStart, PodKill, SyncPodCommand, SyncTerminatedPodCommand,
     SyncTerminatingPodCommand, SyncTerminatingRuntimePodCommand, WorkType,
 };
-use crate::core::runtime_status::ContainerState;
-use crate::core::{pod, Uid};
-use crate::cri::{v1, CriClient, CriError};
-use crate::ledger::event::{
+use crate::core::record::event::{
     ActionOutcome, RuntimeAction, RuntimeActionFinished, RuntimeStatusObserved, SyncFinished,
     SyncOutcome,
 };
-use crate::ledger::Event;
+use crate::core::record::Event;
+use crate::core::runtime_status::ContainerState;
+use crate::core::{pod, Uid};
+use crate::cri::{v1, CriClient, CriError};
 use crate::observe::describe::{
     RUN_PODSANDBOX_DURATION_SECONDS, RUN_PODSANDBOX_ERRORS_TOTAL, STARTED_CONTAINERS_ERRORS_TOTAL,
     STARTED_CONTAINERS_TOTAL, STARTED_PODS_ERRORS_TOTAL, STARTED_PODS_TOTAL,

@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::ledger::event::NodeInfoObserved;
+use crate::core::record::event::NodeInfoObserved;
 
 /// The Kubernetes release whose kubelet behaviour ledgerlet follows.
 pub const KUBERNETES_VERSION: &str = "v1.31.0";

@@ -23,7 +23,7 @@ pub mod volumes;
 
 use tokio::sync::mpsc;
 
-use crate::ledger::{Event, TraceParent};
+use crate::core::record::{Event, TraceParent};
 
 /// Something for the engine to append: an outcome of a command (with `cause`) or an input
 /// from a source (without).

@@ -1377,14 +1377,14 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o400);
         // both values are registered before anything could record them
-        let e = crate::ledger::Event::RuntimeActionFinished(
-            crate::ledger::event::RuntimeActionFinished {
+        let e = crate::core::record::Event::RuntimeActionFinished(
+            crate::core::record::event::RuntimeActionFinished {
                 uid: "u1".into(),
                 sync_id: 1,
-                action: crate::ledger::event::RuntimeAction::RemoveContainer {
+                action: crate::core::record::event::RuntimeAction::RemoveContainer {
                     id: format!("{token} hunter2-password"),
                 },
-                outcome: crate::ledger::event::ActionOutcome::Ok {
+                outcome: crate::core::record::event::ActionOutcome::Ok {
                     id: None,
                     detail: None,
                 },

@@ -19,8 +19,8 @@ use std::sync::{Arc, RwLock};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
-use crate::ledger::event::Payload;
-use crate::ledger::Event;
+use crate::core::record::Event;
+use crate::ledger::shared::Payload;
 
 /// What replaces a secret value.
 pub const REDACTED: &str = "[redacted]";
@@ -141,7 +141,7 @@ fn scrub(v: &mut Value, secrets: &BTreeMap<String, String>) {
 /// not guaranteed, so the event is replaced by an informational one that keeps its kind in
 /// the text. In practice unreachable: secrets sit in free-text strings.
 fn event_without_text(kind: &str, _event: Event) -> Event {
-    Event::ManifestRejected(crate::ledger::event::ManifestRejected {
+    Event::ManifestRejected(crate::core::record::event::ManifestRejected {
         path: String::new(),
         error: format!(
             "a {kind} event carried a secret value and could not be redacted; it was dropped"
@@ -224,7 +224,7 @@ fn redact_pods(mut event: Event) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::event::{ActionOutcome, RuntimeAction, RuntimeActionFinished};
+    use crate::core::record::event::{ActionOutcome, RuntimeAction, RuntimeActionFinished};
 
     fn failed_start(message: &str) -> Event {
         Event::RuntimeActionFinished(RuntimeActionFinished {
@@ -281,7 +281,7 @@ mod tests {
             ]}]}
         }))
         .unwrap();
-        let e = Event::PodAdded(crate::ledger::event::PodConfigChange {
+        let e = Event::PodAdded(crate::core::record::event::PodConfigChange {
             source: crate::core::config::PodSource::Api,
             pod: Arc::new(pod),
         });

@@ -25,9 +25,9 @@ use tonic::Code;
 
 use super::Report;
 use crate::core::node_status::conditions::{aggregate, ERR_NETWORK_UNKNOWN};
+use crate::core::record::event::RuntimeHealth;
+use crate::core::record::Event;
 use crate::cri::{v1, CriClient, CriError};
-use crate::ledger::event::RuntimeHealth;
-use crate::ledger::Event;
 
 /// The kubelet's runtime status check period (`updateRuntimeUp` every 5 s).
 pub const DEFAULT_PERIOD_MS: u64 = 5_000;

@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::core::record::Time;
 use crate::core::runtime_status::{
     ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
 };
 use crate::core::Uid;
 use crate::cri::{v1, CriClient, CriError};
-use crate::ledger::Time;
 
 use super::cri_config::{
     CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, MANAGED_LABEL, NODE_LABEL,

@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::Report;
+use crate::core::record::event::TimerFired;
+use crate::core::record::{Event, Time};
 use crate::core::timers::{ArmedTimer, TimerKey};
-use crate::ledger::event::TimerFired;
-use crate::ledger::{Event, Time};
 
 /// A timer to arm, with the seq of the record that armed it.
 pub type Arm = (ArmedTimer, u64);

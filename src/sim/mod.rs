@@ -22,16 +22,17 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::core::command::{Command, KubeEvent, WorkType};
 use crate::core::config::CoreConfig;
 use crate::core::pod;
+use crate::core::record::event::{
+    ConfigApplied, PlegEvent, PlegEventKind, RuntimeStatusObserved, SyncFinished, SyncOutcome,
+    TimerFired,
+};
+use crate::core::record::{Event, Time};
 use crate::core::runtime_status::{
     ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
 };
 use crate::core::uid::Uid;
 use crate::engine::{Emitted, Engine};
-use crate::ledger::event::{
-    ConfigApplied, PlegEvent, PlegEventKind, RuntimeStatusObserved, SyncFinished, SyncOutcome,
-    TimerFired,
-};
-use crate::ledger::{codec, Event, LedgerConfig, Time};
+use crate::ledger::{codec, LedgerConfig};
 
 /// Annotation: the N-th SyncPod finds the pod's containers exited.
 pub const COMPLETE_AFTER_SYNCS: &str = "sim.ledgerlet.dev/complete-after-syncs";

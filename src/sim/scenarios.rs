@@ -13,9 +13,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{Sim, SimConfig, COMPLETE_AFTER_SYNCS, FAIL_SYNCS};
 use crate::core::config::{CoreConfig, PodSource};
+use crate::core::record::event::{PodConfigChange, SourceReady};
+use crate::core::record::Event;
 use crate::core::uid::Uid;
-use crate::ledger::event::{PodConfigChange, SourceReady};
-use crate::ledger::Event;
 
 /// A static pod as the file source would deliver it (source and hash annotations set).
 pub fn static_pod(uid: &str, name: &str, node: &str, extra: &[(&str, &str)]) -> Arc<Pod> {

@@ -19,9 +19,9 @@ use kube::runtime::{watcher, WatchStreamExt};
 use tokio::sync::watch as signal;
 
 use crate::core::config::PodSource;
+use crate::core::record::event::{PodConfigChange, SourceReady};
+use crate::core::record::{Event, Time};
 use crate::core::{pod, Uid};
-use crate::ledger::event::{PodConfigChange, SourceReady};
-use crate::ledger::{Event, Time};
 use crate::shell::Report;
 
 /// Annotations the node adds to every pod it sees (never a reason for an UPDATE).

@@ -9,4 +9,4 @@ pub mod pleg;
 
 /// What a source sends towards the engine: one ledger event, appended as an input record
 /// (no cause).
-pub type SourceEvent = crate::ledger::Event;
+pub type SourceEvent = crate::core::record::Event;

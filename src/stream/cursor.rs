@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
+use crate::core::record::Record;
 use crate::engine::Engine;
-use crate::ledger::Record;
 
 /// Records copied per lock.
 pub const BATCH_RECORDS: usize = 512;

@@ -15,8 +15,8 @@ pub mod pb {
     tonic::include_proto!("ledgerlet.v1");
 }
 
-use crate::ledger::event::Payload;
-use crate::ledger::Record;
+use crate::core::record::Record;
+use crate::ledger::shared::Payload;
 
 /// The socket file under `--root-dir`.
 pub const SOCKET_NAME: &str = "ledger.sock";
@@ -82,9 +82,9 @@ fn push_json_str(out: &mut String, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::record::event::{PlegEvent, PlegEventKind};
+    use crate::core::record::{Event, Time};
     use crate::ledger::codec::{encode_record, write_snapshot, Snapshot};
-    use crate::ledger::event::{PlegEvent, PlegEventKind};
-    use crate::ledger::{Event, Time};
 
     #[test]
     fn a_wire_record_rebuilds_the_exact_ndjson_line() {

@@ -66,7 +66,7 @@ pub fn request_filter(
     if !unknown.is_empty() {
         return Err(format!(
             "unknown kind(s) {unknown:?}; known kinds: {}",
-            crate::ledger::Event::KINDS.join(", ")
+            crate::core::record::Event::KINDS.join(", ")
         ));
     }
     if let Some((ns, name)) = filter.name().map(|(a, b)| (a.to_string(), b.to_string())) {

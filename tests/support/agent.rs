@@ -11,8 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use ledgerlet::core::record::Record;
 use ledgerlet::core::Node;
-use ledgerlet::ledger::{Line, Reader, Record};
+use ledgerlet::ledger::{Line, Reader};
 
 #[path = "http.rs"]
 mod http;

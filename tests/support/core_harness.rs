@@ -14,15 +14,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KTime};
 use ledgerlet::core::command::{Command, WorkType};
 use ledgerlet::core::config::{CoreConfig, PodSource};
 use ledgerlet::core::pod_workers::{PodSyncStatus, PodWorkers, WorkerActivity};
+use ledgerlet::core::record::event::{
+    ConfigApplied, RuntimeStatusObserved, SourceReady, SyncFinished, SyncOutcome, TimerFired,
+};
+use ledgerlet::core::record::{Event, Time};
 use ledgerlet::core::runtime_status::RuntimePodStatus;
 use ledgerlet::core::timers::TimerKey;
 use ledgerlet::core::update::{KillPodOptions, PodStatusOverride, UpdatePod, UpdateType};
 use ledgerlet::core::{Node, Uid};
 use ledgerlet::engine::Engine;
-use ledgerlet::ledger::event::{
-    ConfigApplied, RuntimeStatusObserved, SourceReady, SyncFinished, SyncOutcome, TimerFired,
-};
-use ledgerlet::ledger::{Event, LedgerConfig, Time};
+use ledgerlet::ledger::LedgerConfig;
 
 /// Builds test pods.
 #[derive(Clone)]

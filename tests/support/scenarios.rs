@@ -12,8 +12,8 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use ledgerlet::core::record::{Event, Record, Time};
 use ledgerlet::core::runtime_status::ContainerState;
-use ledgerlet::ledger::{Event, Record, Time};
 
 use super::agent::{processes_with, Agent};
 use super::containerd::{Containerd, BUSYBOX_IMAGE};

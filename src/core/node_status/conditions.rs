@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use crate::core::record::event::RuntimeHealth;
+use crate::core::record::Time;
 use crate::core::status::k8s_time;
-use crate::ledger::event::RuntimeHealth;
-use crate::ledger::Time;
 
 /// `v1.NodeReady`.
 pub const READY: &str = "Ready";

@@ -32,10 +32,10 @@ use serde::{Deserialize, Serialize};
 use super::command::{Command, EventType, KubeEvent, NodeCommand, ObjectRef};
 use super::config::{CoreConfig, NodeLifecycleConfig, PodSource};
 use super::timers::{TimerKey, Timers};
-use crate::ledger::event::{
+use crate::core::record::event::{
     NodeAction, NodeInfoObserved, NodeSyncFinished, NodeSyncOutcome, RuntimeHealth,
 };
-use crate::ledger::Time;
+use crate::core::record::Time;
 use conditions::{compute_status, condition_events, is_ready, status_changed, StatusInputs};
 
 /// A node status written (or being written) to the API server, with the record time it was

@@ -12,13 +12,13 @@ use super::register_backoff_ms;
 use crate::core::command::{Command, NodeCommand};
 use crate::core::config::{CoreConfig, PodSource};
 use crate::core::pod_status::time_to_api;
-use crate::core::timers::TimerKey;
-use crate::core::{fold, Node};
-use crate::ledger::event::{
+use crate::core::record::event::{
     ConfigApplied, NodeAction, NodeInfoObserved, NodeShutdown, NodeSyncFinished, NodeSyncOutcome,
     RuntimeHealth, TimerFired,
 };
-use crate::ledger::{Event, Record, Time};
+use crate::core::record::{Event, Record, Time};
+use crate::core::timers::TimerKey;
+use crate::core::{fold, Node};
 
 const T0: i64 = 1_800_000_000;
 

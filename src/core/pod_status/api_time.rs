@@ -6,7 +6,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as ApiTime;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::ledger::time::Time;
+use crate::core::record::time::Time;
 
 /// Our instant as an API timestamp. Every `i64` nanosecond count is within the API type's
 /// range; the epoch is the (unreachable) fallback.

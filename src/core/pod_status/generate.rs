@@ -20,7 +20,7 @@ use super::qos;
 use super::readiness::apply_probe_results;
 use super::spec;
 use super::StatusInputs;
-use crate::ledger::time::Time;
+use crate::core::record::time::Time;
 
 fn none_if_empty<T>(v: Vec<T>) -> Option<Vec<T>> {
     (!v.is_empty()).then_some(v)

@@ -33,7 +33,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus as ApiContainerStatus, Pod, Pod
 use super::probe_results::ProbeResults;
 use super::reason_cache::StartFailure;
 use super::runtime_status::RuntimePodStatus;
-use crate::ledger::time::Time;
+use crate::core::record::time::Time;
 
 pub use api_time::{from_api as time_from_api, to_api as time_to_api};
 pub use containers::{container_id, convert_container_status, should_container_be_restarted};

@@ -16,10 +16,10 @@ use crate::core::command::{
     SyncTerminatingPodCommand, SyncTerminatingRuntimePodCommand, WorkType,
 };
 use crate::core::jitter::jitter_ms;
+use crate::core::record::event::{SyncFinished, SyncOutcome};
 use crate::core::runtime_status::RuntimePodStatus;
 use crate::core::timers::TimerKey;
 use crate::core::uid::Uid;
-use crate::ledger::event::{SyncFinished, SyncOutcome};
 use std::sync::Arc;
 
 impl PodWorkers {

@@ -46,8 +46,8 @@ use super::timers::{TimerKey, Timers};
 use super::uid::Uid;
 use super::uid_map::UidMap;
 use super::update::{UpdatePod, UpdateType};
-use crate::ledger::event::KillCompleted;
-use crate::ledger::{Event, Time};
+use crate::core::record::event::KillCompleted;
+use crate::core::record::{Event, Time};
 
 /// `workerResyncIntervalJitterFactor`.
 pub const RESYNC_JITTER_FACTOR: f64 = 0.5;

@@ -14,8 +14,8 @@
 //! reach exactly the same state and commands.
 
 use crate::core::fold_log::FoldLog;
+use crate::core::record::Time;
 use crate::core::uid::Uid;
-use crate::ledger::Time;
 
 use super::status::{PodSyncStatus, PodWorkerState};
 

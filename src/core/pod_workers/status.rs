@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
 use crate::core::command::WorkType;
+use crate::core::record::Time;
 use crate::core::update::{KillPodOptions, PodStatusOverride, UpdatePod, UpdateType};
-use crate::ledger::Time;
 
 /// The phase of a pod's lifecycle as the worker sees it (kubelet `PodWorkerState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -11,11 +11,11 @@ use super::status::{PodSyncStatus, WorkerActivity, WorkerQueue};
 use super::{Cx, PodWorkers};
 use crate::core::command::Command;
 use crate::core::config::CoreConfig;
+use crate::core::record::Time;
 use crate::core::runtime_status::RuntimeCache;
 use crate::core::timers::{TimerKey, Timers};
 use crate::core::uid::Uid;
 use crate::core::update::{UpdatePod, UpdateType};
-use crate::ledger::Time;
 
 fn pod(uid: &str, is_static: bool) -> Arc<Pod> {
     Arc::new(Pod {

@@ -23,8 +23,8 @@ use crate::core::pod_status::containers::runtime_id;
 use crate::core::pod_status::{container_id as api_container_id, spec as pod_spec};
 use crate::core::pod_workers::PodWorkerState;
 use crate::core::probe_results::{ContainerProbes, ProbeOutcome};
+use crate::core::record::{Event, Time};
 use crate::core::uid::Uid;
-use crate::ledger::{Event, Time};
 
 /// The `ProbeResult` record of a worker's change.
 fn record(key: &WorkerKey, c: Change) -> Command {

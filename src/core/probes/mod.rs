@@ -30,7 +30,7 @@ pub use worker::{ProbeWorker, WorkerPhase};
 
 use super::timers::TimerKey;
 use super::uid::Uid;
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// Identifies a worker: pod, container name, probe type (kubelet `probeKey`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

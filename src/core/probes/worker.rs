@@ -16,7 +16,7 @@ use crate::core::pod_status::containers::runtime_id;
 use crate::core::pod_status::spec::{is_sidecar, restart_policy, RestartPolicy};
 use crate::core::pod_status::time_from_api;
 use crate::core::probe_results::ProbeOutcome;
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// Where a worker is in its life.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodStatus};
 use super::super::pod_status::conditions::{containers_ready_condition, ready_condition};
 use super::super::uid::Uid;
 use super::store::{StatusStore, StatusUpdate};
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// `findContainerStatus`: regular, then init, then ephemeral statuses, by container ID.
 fn find_by_id<'s>(

@@ -15,7 +15,7 @@ use super::super::pod_status::conditions::{
 use super::super::pod_status::phase::{is_terminal, FAILED, SUCCEEDED};
 use super::equality::is_shared_with_kubelet;
 use super::store::k8s_time;
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 fn phase_is_terminal(s: &PodStatus) -> bool {
     s.phase.as_deref().is_some_and(is_terminal)

@@ -25,7 +25,7 @@ use super::merge::update_last_transition_time;
 use super::normalize::normalize_status;
 use super::terminate::{has_pod_initialized, terminated_status};
 use super::transition::{check_container_state_transition, IllegalTransition};
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// A status with the version the node gave it (`versionedPodStatus`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

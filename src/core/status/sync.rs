@@ -22,8 +22,8 @@ use super::super::uid::Uid;
 use super::equality::is_pod_status_by_kubelet_equal;
 use super::normalize::normalize_status;
 use super::store::{InFlightSync, StatusUpdate, VersionedStatus};
-use crate::ledger::event::{StatusSyncFinished, StatusSyncOutcome};
-use crate::ledger::Time;
+use crate::core::record::event::{StatusSyncFinished, StatusSyncOutcome};
+use crate::core::record::Time;
 
 /// What started a sync pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use super::list_segments;
+use crate::core::record::Record;
 use crate::ledger::codec::{decode_line, Line, Snapshot};
-use crate::ledger::Record;
 
 /// What was cut from the end of the durable ledger.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,10 +3,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
+use crate::core::record::event::{PlegEvent, PlegEventKind};
+use crate::core::record::{Event, Time};
 use crate::core::Uid;
 use crate::ledger::codec::{Line, Reader};
-use crate::ledger::event::{PlegEvent, PlegEventKind};
-use crate::ledger::{Event, Ledger, LedgerConfig, Time};
+use crate::ledger::{Ledger, LedgerConfig};
 
 fn event(i: u64) -> Event {
     Event::PlegEvent(PlegEvent {

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{list_segments, segment_name, DurableConfig};
+use crate::core::record::Record;
 use crate::ledger::codec::{write_record, write_snapshot, Snapshot};
-use crate::ledger::Record;
 
 enum Msg<S> {
     Record(Arc<Record>),

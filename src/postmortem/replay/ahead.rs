@@ -12,8 +12,9 @@ use std::io::BufRead;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::{Scope, ScopedJoinHandle};
 
+use crate::core::record::Record;
 use crate::core::Node;
-use crate::ledger::{DecodeError, Line, Reader, Record, Snapshot};
+use crate::ledger::{DecodeError, Line, Reader, Snapshot};
 use crate::postmortem::restarts::KillLog;
 
 use super::Until;

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::ApiClient;
 use crate::core::command::{EventType, KubeEvent};
 use crate::core::pod_status::time_to_api;
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// Correlated events remembered (oldest forgotten first).
 pub const CORRELATION_CAPACITY: usize = 4096;

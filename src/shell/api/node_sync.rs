@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use super::{ApiClient, ApiError};
 use crate::core::command::NodeCommand;
 use crate::core::pod;
-use crate::ledger::event::{NodeAction, NodeSyncFinished, NodeSyncOutcome};
+use crate::core::record::event::{NodeAction, NodeSyncFinished, NodeSyncOutcome};
 
 /// The namespace node leases live in.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -213,7 +213,7 @@ impl NodeSync {
         &self,
         name: &str,
         duration_s: i32,
-        renew_time: crate::ledger::Time,
+        renew_time: crate::core::record::Time,
     ) -> Result<(), ApiError> {
         let leases: Api<Lease> = Api::namespaced(self.api.client(), LEASE_NAMESPACE);
         let renew = MicroTime(crate::core::pod_status::time_to_api(renew_time).0);

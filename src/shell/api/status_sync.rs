@@ -11,9 +11,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 
 use super::ApiClient;
 use crate::core::command::SyncPodStatusCommand;
+use crate::core::record::event::{StatusSyncFinished, StatusSyncOutcome};
+use crate::core::record::Time;
 use crate::core::status::{can_be_deleted, merge_pod_status, status_patch};
-use crate::ledger::event::{StatusSyncFinished, StatusSyncOutcome};
-use crate::ledger::Time;
 
 fn failed(e: super::ApiError) -> StatusSyncOutcome {
     StatusSyncOutcome::Failed {

@@ -21,7 +21,7 @@ use crate::core::pod::{
     CONFIG_HASH_ANNOTATION, CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION,
     DEFAULT_TERMINATION_GRACE_PERIOD_S,
 };
-use crate::ledger::Time;
+use crate::core::record::Time;
 use md5::{Digest, Md5};
 
 /// `corev1.DefaultTerminationMessagePath`.

@@ -14,8 +14,8 @@ use tokio::sync::mpsc;
 
 use super::source::{FileSource, SourceChange};
 use crate::core::config::PodSource;
-use crate::ledger::event::{ManifestRejected, PodConfigChange, SourceReady};
-use crate::ledger::{Event, Time};
+use crate::core::record::event::{ManifestRejected, PodConfigChange, SourceReady};
+use crate::core::record::{Event, Time};
 use crate::sources::SourceEvent;
 
 /// The default period between scans, in milliseconds.

@@ -12,7 +12,7 @@ use super::decode::{decode, Format};
 use super::defaults::apply_defaults;
 use super::error::{ManifestError, Problem};
 use super::validate::validate;
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 /// The static pods of one manifest file.
 #[derive(Debug)]

@@ -31,7 +31,7 @@ use super::error::{ManifestError, Problem};
 use super::listing::{self, Listing, ReadError};
 use super::manifest::{parse_manifest, Manifest};
 use crate::core::pod::{self as podinfo, CONFIG_SEEN_ANNOTATION};
-use crate::ledger::Time;
+use crate::core::record::Time;
 use md5::{Digest, Md5};
 
 /// Bounds on what the source reads.

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::core::record::event::PlegEventKind;
 use crate::core::runtime_status::ContainerState;
-use crate::ledger::event::PlegEventKind;
 use crate::shell::runtime_view::ListedPod;
 
 /// The PLEG's view of a container or sandbox state (`plegContainerState`).

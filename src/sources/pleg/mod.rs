@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::core::backoff::go_duration;
+use crate::core::record::event::{PlegEvent, RuntimeStatusObserved};
+use crate::core::record::{Event, Time};
 use crate::core::runtime_status::{RuntimePodStatus, SandboxState};
 use crate::core::Uid;
 use crate::cri::CriClient;
-use crate::ledger::event::{PlegEvent, RuntimeStatusObserved};
-use crate::ledger::{Event, Time};
 use crate::shell::cri_config::POD_UID_LABEL;
 use crate::shell::runtime_view::{self, ListedPod};
 use crate::shell::Report;

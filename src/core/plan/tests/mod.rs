@@ -21,10 +21,10 @@ use super::{
     compute_pod_actions, container_hash, ContainerKind, ContainerToKill, KillReason, PodActions,
 };
 use crate::core::probe_results::{ContainerProbes, ProbeOutcome, ProbeResults};
+use crate::core::record::Time;
 use crate::core::runtime_status::{
     ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
 };
-use crate::ledger::Time;
 
 /// A pod, what the runtime reports about it and the prober's results.
 #[derive(Clone, Debug)]

@@ -6,8 +6,8 @@ use super::fixtures::*;
 use crate::core::pod_status::conditions::*;
 use crate::core::pod_status::pod_sandbox_changed;
 use crate::core::pod_status::time_to_api;
+use crate::core::record::time::Time;
 use crate::core::runtime_status::{SandboxState, SandboxStatus};
-use crate::ledger::time::Time;
 
 #[test]
 fn gs_12_conditions_copied_and_appended_in_order() {

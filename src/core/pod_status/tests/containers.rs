@@ -7,8 +7,8 @@ use crate::core::pod_status::containers::{
     CONTAINER_STATUS_UNKNOWN, MSG_LOST_AFTER_RUNNING, MSG_LOST_WHEN_TERMINATED,
 };
 use crate::core::pod_status::time_to_api;
+use crate::core::record::time::Time;
 use crate::core::runtime_status::{ContainerState as RtState, ContainerStatus as RtContainer};
-use crate::ledger::time::Time;
 
 fn cached(containers: Vec<S>) -> Option<PodStatus> {
     Some(PodStatus {

@@ -12,11 +12,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::core::pod_status::{generate_api_pod_status, StatusInputs};
 use crate::core::probe_results::ProbeResults;
 use crate::core::reason_cache::StartFailure;
+use crate::core::record::time::Time;
 use crate::core::runtime_status::{
     ContainerState as RtState, ContainerStatus as RtContainer, RuntimePodStatus, SandboxState,
     SandboxStatus,
 };
-use crate::ledger::time::Time;
 
 pub const NOW_SECS: i64 = 1_800_000_000;
 

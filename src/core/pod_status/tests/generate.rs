@@ -8,7 +8,7 @@ use crate::core::pod_status::conditions::{
     CONTAINERS_READY, DISRUPTION_TARGET, INITIALIZED, POD_READY_TO_START_CONTAINERS, READY,
 };
 use crate::core::pod_status::time_to_api;
-use crate::ledger::time::Time;
+use crate::core::record::time::Time;
 
 fn running_ab() -> crate::core::runtime_status::RuntimePodStatus {
     runtime(

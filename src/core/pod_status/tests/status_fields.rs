@@ -14,7 +14,7 @@ use crate::core::pod_status::network::sort_pod_ips;
 use crate::core::pod_status::qos::compute_pod_qos;
 use crate::core::pod_status::{pod_qos_class, time_to_api};
 use crate::core::probe_results::{ContainerProbes, ProbeOutcome::*};
-use crate::ledger::time::Time;
+use crate::core::record::time::Time;
 
 #[test]
 fn pr_15_started_and_ready_from_probe_results() {

@@ -11,17 +11,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::core::command::{Command, ContainerKill, KubeEvent, RuntimePlan, WorkType};
 use crate::core::config::{CoreConfig, PodSource};
 use crate::core::probes::{ProbeCommand, ProbeFinished, ProbeType, RunResult};
+use crate::core::record::event::{
+    ConfigApplied, PlegEvent, PlegEventKind, PodConfigChange, RuntimeStatusObserved, SourceReady,
+    SyncFinished, SyncOutcome, TimerFired,
+};
+use crate::core::record::{Event, Record, Time};
 use crate::core::runtime_status::{
     ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
 };
 use crate::core::timers::{ArmedTimer, TimerKey};
 use crate::core::{Node, Uid};
 use crate::engine::Engine;
-use crate::ledger::event::{
-    ConfigApplied, PlegEvent, PlegEventKind, PodConfigChange, RuntimeStatusObserved, SourceReady,
-    SyncFinished, SyncOutcome, TimerFired,
-};
-use crate::ledger::{Event, LedgerConfig, Record, Time};
 
 pub const T0: i64 = 1_800_000_000;
 
@@ -89,7 +89,7 @@ pub struct Fx {
 impl Fx {
     pub fn new() -> Fx {
         let mut fx = Fx {
-            engine: Engine::new(LedgerConfig::default()),
+            engine: Engine::new(Default::default()),
             now: Time::from_unix_secs(T0),
             runtime: BTreeMap::new(),
             next_id: 0,

@@ -11,7 +11,7 @@ use crate::core::probe_results::ProbeOutcome::{self, Failure, Success, Unknown};
 use crate::core::probes::records::{ResultReason, RunResult};
 use crate::core::probes::spec::{ProbeSettings, ProbeType};
 use crate::core::probes::worker::{Change, ProbeWorker, Tick, TickInput, WorkerPhase};
-use crate::ledger::Time;
+use crate::core::record::Time;
 
 const T0: i64 = 1_800_000_000;
 

@@ -4,9 +4,9 @@ use k8s_openapi::api::core::v1::{ContainerStatus, PodStatus};
 
 use crate::core::pod_status::conditions::{CONTAINERS_READY, FALSE, READY, TRUE};
 use crate::core::pod_status::tests::fixtures::{condition, find, running, simple_pod};
+use crate::core::record::Time;
 use crate::core::status::{StatusStore, StatusUpdate};
 use crate::core::uid::Uid;
-use crate::ledger::Time;
 
 fn at(secs: i64) -> Time {
     Time::from_unix_secs(secs)

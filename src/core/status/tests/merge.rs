@@ -8,8 +8,8 @@ use crate::core::pod_status::conditions::{
 };
 use crate::core::pod_status::tests::fixtures::{cond, condition};
 use crate::core::pod_status::time_to_api;
+use crate::core::record::Time;
 use crate::core::status::merge_pod_status;
-use crate::ledger::Time;
 
 fn at(secs: i64) -> Time {
     Time::from_unix_secs(secs)

@@ -7,9 +7,9 @@ use crate::core::pod_status::conditions::{
 };
 use crate::core::pod_status::tests::fixtures::{cond, simple_pod};
 use crate::core::pod_status::time_to_api;
+use crate::core::record::Time;
 use crate::core::status::{StatusStore, StatusUpdate};
 use crate::core::uid::Uid;
-use crate::ledger::Time;
 
 fn at(secs: i64) -> Time {
     Time::from_unix_nanos(secs * 1_000_000_000 + 500_000_000)

@@ -11,10 +11,10 @@ use crate::core::node::Node;
 use crate::core::pod_status::conditions::{FALSE, READY, TRUE};
 use crate::core::pod_status::tests::fixtures::{cond, deleted, simple_pod, with_api_status};
 use crate::core::pod_status::time_to_api;
+use crate::core::record::event::{StatusSyncFinished, StatusSyncOutcome, SyncKnownPods};
+use crate::core::record::Time;
 use crate::core::status::SyncTrigger;
 use crate::core::uid::Uid;
-use crate::ledger::event::{StatusSyncFinished, StatusSyncOutcome, SyncKnownPods};
-use crate::ledger::Time;
 
 fn at(secs: i64) -> Time {
     Time::from_unix_nanos(secs * 1_000_000_000 + 250_000_000)

@@ -9,11 +9,11 @@ use crate::core::pod_status::tests::fixtures::{
     container, find, pod, running, sidecar, simple_pod, started, succeeded, terminated_state,
     waiting, waiting_last_zero, with_api_status,
 };
+use crate::core::record::Time;
 use crate::core::status::{
     has_pod_initialized, initialized_containers, terminated_status, StatusStore, StatusUpdate,
 };
 use crate::core::uid::Uid;
-use crate::ledger::Time;
 
 fn at(secs: i64) -> Time {
     Time::from_unix_secs(secs)

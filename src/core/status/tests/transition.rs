@@ -5,12 +5,12 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, PodS
 use crate::core::pod_status::tests::fixtures::{
     container, find, pod, running, sidecar, terminated_state,
 };
+use crate::core::record::Time;
 use crate::core::status::{
     check_container_state_transition, normalize_status, termination_message_bytes_per_status,
     IllegalTransition, StatusStore, StatusUpdate, MAX_POD_TERMINATION_MESSAGE_BYTES,
 };
 use crate::core::uid::Uid;
-use crate::ledger::Time;
 
 fn exited(name: &str, code: i32) -> ContainerStatus {
     ContainerStatus {

@@ -41,7 +41,6 @@ pub struct PodConfigChange {
     /// Which source saw the change.
     pub source: PodSource,
     /// The pod as the source has it now (for removals: as it was last seen).
-    #[serde(with = "super::shared::arc")]
     pub pod: Arc<Pod>,
 }
 
@@ -78,11 +77,7 @@ pub struct RuntimeStatusObserved {
     /// The pod.
     pub uid: Uid,
     /// The status; absent (with `error` absent) when the runtime has nothing for the pod.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "super::shared::opt_arc"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Arc<RuntimePodStatus>>,
     /// Why the inspection failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -453,7 +448,8 @@ macro_rules! events {
                 match self { $( Event::$variant(_) => stringify!($variant), )* }
             }
 
-            fn serialize_payload<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            /// Serialises the payload (the `event` field of a line).
+            pub(crate) fn serialize_payload<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 match self { $( Event::$variant(p) => p.serialize(s), )* }
             }
 
@@ -662,7 +658,7 @@ pub enum EventDecodeError {
 }
 
 /// Serialises the payload of an event (the `event` field of a line).
-pub(crate) struct Payload<'a>(pub &'a Event);
+struct Payload<'a>(&'a Event);
 
 impl Serialize for Payload<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

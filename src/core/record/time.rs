@@ -2,11 +2,11 @@
 //!
 //! Owns the `Time` value type (nanoseconds since the Unix epoch, UTC) and its RFC 3339
 //! text form with nine fractional digits, which is the `at` field of every NDJSON line.
-//! It must not read a clock: the only place a `Time` is created from the system clock is
-//! the shell's append path (`Time::from_system`, used by the daemon, never by `core`).
+//! It must not read a clock: `Time::from_system` is defined by the ledger, for the shell's
+//! append path, never the core.
 
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -40,14 +40,6 @@ impl Time {
     /// Whole seconds since the Unix epoch (rounded towards negative infinity).
     pub const fn unix_secs(self) -> i64 {
         self.0.div_euclid(NANOS_PER_SEC)
-    }
-
-    /// The current system time. Shell only: `core` must never call this.
-    pub fn from_system() -> Time {
-        match SystemTime::now().duration_since(UNIX_EPOCH) {
-            Ok(d) => Time(d.as_nanos().min(i64::MAX as u128) as i64),
-            Err(e) => Time(-(e.duration().as_nanos().min(i64::MAX as u128) as i64)),
-        }
     }
 
     /// `self + ms` milliseconds, saturating.
