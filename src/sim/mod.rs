@@ -295,8 +295,7 @@ impl Sim {
                     );
                 }
                 Command::RecordEvent(ev) => self.kube_events.push(ev),
-                Command::Node(_) => {}
-                Command::SyncPodStatus(_) => {}
+                Command::Node(_) | Command::SyncPodStatus(_) => {}
                 Command::InspectPod { uid } => {
                     let delay = self.rng.range(self.config.inspect_latency_ms);
                     let status = self.observed(&uid);
