@@ -15,7 +15,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
-use super::cri_config::{self, ConfigError, NodeContext};
+use super::cri_config::{self, NodeContext};
 use super::hooks::{self, HookOutcome, HookSite};
 use super::runtime_view;
 use super::Report;
@@ -413,7 +413,7 @@ impl Executor {
             sandbox_id,
             sandbox_config,
             pod_ip,
-            volumes,
+            ..
         } = *target;
         let image = image.to_string();
         // image, per imagePullPolicy
@@ -433,21 +433,17 @@ impl Executor {
         }
         // create
         let started = Instant::now();
-        let secrets = match &self.secrets {
-            Some(r) => r.resolve(p, c).await.map(Some),
-            None => Ok(None),
-        };
-        let config = secrets
-            .map_err(ConfigError)
-            .and_then(|values| {
-                volumes
-                    .as_ref()
-                    .map(|v| (values, v))
-                    .map_err(|e| ConfigError(e.clone()))
-            })
-            .and_then(|(values, v)| {
-                cri_config::container_config(&self.ctx, p, s, pod_ip, v, values.as_ref())
-            });
+        // the secretKeyRef values, the volumes, then the configuration
+        let config = async {
+            let values = match &self.secrets {
+                Some(r) => Some(r.resolve(p, c).await?),
+                None => None,
+            };
+            let volumes = target.volumes.as_ref().map_err(String::clone)?;
+            cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, values.as_ref())
+                .map_err(|e| e.0)
+        }
+        .await;
         let create = match config {
             Err(e) => Err(("CreateContainerConfigError", format!("{who}: {e}"))),
             Ok(config) => {
