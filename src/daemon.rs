@@ -155,7 +155,6 @@ impl Daemon {
     /// span (parented to the causing record's span) and with its metrics.
     fn dispatch(&self, emitted: Vec<Emitted>) {
         use crate::observe::command;
-        use tracing::Instrument;
         for e in emitted {
             let cause = e.cause.seq;
             let cause_at = e.cause.at;
@@ -166,52 +165,18 @@ impl Daemon {
             let exec = self.executor.clone();
             match e.command {
                 Command::Append(_) => unreachable!("the engine folds derived events"),
-                Command::SyncPod(c) => {
-                    tokio::spawn(
-                        async move {
-                            exec.sync_pod(c, cause).await;
-                            done();
-                        }
-                        .instrument(span),
-                    );
-                }
+                Command::SyncPod(c) => spawn_in(span, done, exec.sync_pod(c, cause)),
                 Command::SyncTerminatingPod(c) => {
-                    tokio::spawn(
-                        async move {
-                            exec.sync_terminating_pod(c, cause).await;
-                            done();
-                        }
-                        .instrument(span),
-                    );
+                    spawn_in(span, done, exec.sync_terminating_pod(c, cause))
                 }
                 Command::SyncTerminatingRuntimePod(c) => {
-                    tokio::spawn(
-                        async move {
-                            exec.sync_terminating_runtime_pod(c, cause).await;
-                            done();
-                        }
-                        .instrument(span),
-                    );
+                    spawn_in(span, done, exec.sync_terminating_runtime_pod(c, cause))
                 }
                 Command::SyncTerminatedPod(c) => {
-                    tokio::spawn(
-                        async move {
-                            exec.sync_terminated_pod(c, cause).await;
-                            done();
-                        }
-                        .instrument(span),
-                    );
+                    spawn_in(span, done, exec.sync_terminated_pod(c, cause))
                 }
                 Command::CancelSync { uid, sync_id } => self.executor.cancel(&uid, sync_id),
-                Command::InspectPod { uid } => {
-                    tokio::spawn(
-                        async move {
-                            exec.inspect(uid, cause).await;
-                            done();
-                        }
-                        .instrument(span),
-                    );
-                }
+                Command::InspectPod { uid } => spawn_in(span, done, exec.inspect(uid, cause)),
                 Command::SetTimer(t) => {
                     let _ = self.timers.send((t, cause));
                 }
@@ -219,17 +184,13 @@ impl Daemon {
                     // each run is its own task: the fold never waits for a probe
                     let prober = self.prober.clone();
                     let report = self.report.clone();
-                    tokio::spawn(
-                        async move {
-                            let finished = prober.run(&c).await;
-                            crate::observe::probe_metrics::record(&c, &finished);
-                            report
-                                .send(Event::ProbeFinished(finished), Some(cause))
-                                .await;
-                            done();
-                        }
-                        .instrument(span),
-                    );
+                    spawn_in(span, done, async move {
+                        let finished = prober.run(&c).await;
+                        crate::observe::probe_metrics::record(&c, &finished);
+                        report
+                            .send(Event::ProbeFinished(finished), Some(cause))
+                            .await;
+                    })
                 }
                 Command::RecordEvent(ev) => {
                     let _entered = span.enter();
@@ -244,16 +205,12 @@ impl Daemon {
                     };
                     let node_sync = cluster.node_sync.clone();
                     let report = self.report.clone();
-                    tokio::spawn(
-                        async move {
-                            let finished = node_sync.execute(c).await;
-                            report
-                                .send(Event::NodeSyncFinished(finished), Some(cause))
-                                .await;
-                            done();
-                        }
-                        .instrument(span),
-                    );
+                    spawn_in(span, done, async move {
+                        let finished = node_sync.execute(c).await;
+                        report
+                            .send(Event::NodeSyncFinished(finished), Some(cause))
+                            .await;
+                    })
                 }
                 Command::SyncPodStatus(c) => {
                     let Some(cluster) = &self.cluster else {
@@ -262,21 +219,32 @@ impl Daemon {
                     let api = cluster.api.clone();
                     let report = self.report.clone();
                     command::status_sync_started(c.changed_at);
-                    tokio::spawn(
-                        async move {
-                            let finished =
-                                crate::shell::api::status_sync::sync_pod_status(&api, &c).await;
-                            report
-                                .send(Event::StatusSyncFinished(finished), Some(cause))
-                                .await;
-                            done();
-                        }
-                        .instrument(span),
-                    );
+                    spawn_in(span, done, async move {
+                        let finished =
+                            crate::shell::api::status_sync::sync_pod_status(&api, &c).await;
+                        report
+                            .send(Event::StatusSyncFinished(finished), Some(cause))
+                            .await;
+                    })
                 }
             }
         }
     }
+}
+
+/// Runs a command's `work` as its own task inside the command's span, and `done` (the
+/// command's metrics) when it ends.
+fn spawn_in(
+    span: tracing::Span,
+    done: impl FnOnce() + Send + 'static,
+    work: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    use tracing::Instrument;
+    let work = async move {
+        work.await;
+        done();
+    };
+    tokio::spawn(work.instrument(span));
 }
 
 /// The default root directory: `/var/lib/ledgerlet` for root, else under `$HOME`.

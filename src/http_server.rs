@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
@@ -21,7 +20,7 @@ use k8s_openapi::api::core::v1::Pod;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::core::record::Record;
-use crate::core::{pod, Node, Uid};
+use crate::core::Node;
 use crate::engine::Engine;
 use crate::ledger::codec;
 use crate::shell::events::EventLog;
@@ -54,18 +53,6 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// Serves `router` on `addr` until `shutdown` resolves.
-pub async fn serve(
-    addr: SocketAddr,
-    state: HttpState,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
 async fn healthz(State(s): State<HttpState>) -> Response {
     match s.pleg.check() {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
@@ -86,25 +73,16 @@ async fn metrics(State(s): State<HttpState>) -> Response {
         crate::observe::state_metrics::set_ledger(&engine.ledger().stats());
     }
     crate::observe::metrics::collect_process();
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        crate::observe::metrics::render(&s.prometheus),
-    )
-        .into_response()
+    prometheus_text(crate::observe::metrics::render(&s.prometheus))
 }
 
 async fn probe_metrics() -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        crate::observe::probe_metrics::render(),
-    )
-        .into_response()
+    prometheus_text(crate::observe::probe_metrics::render())
+}
+
+fn prometheus_text(body: String) -> Response {
+    let text = "text/plain; version=0.0.4; charset=utf-8";
+    ([(header::CONTENT_TYPE, text)], body).into_response()
 }
 
 fn json(body: Vec<u8>) -> Response {
@@ -146,25 +124,6 @@ async fn events(State(s): State<HttpState>) -> Response {
     json(serde_json::to_vec(&s.events.snapshot()).expect("serialisable"))
 }
 
-fn resolve_pod(node: &Node, filter: &str) -> Option<Uid> {
-    match filter.split_once('/') {
-        Some((ns, name)) => {
-            let full = pod::build_full_name(name, ns);
-            node.pod_manager
-                .iter()
-                .find(|(_, p)| pod::full_name(p) == full)
-                .map(|(u, _)| u.clone())
-                .or_else(|| {
-                    node.pod_workers
-                        .statuses()
-                        .find(|(_, s)| s.fullname == full)
-                        .map(|(u, _)| u.clone())
-                })
-        }
-        None => Some(Uid::new(filter)),
-    }
-}
-
 fn line(r: &Record) -> Bytes {
     let mut s = codec::encode_record(r);
     s.push('\n');
@@ -190,8 +149,10 @@ async fn ledger(State(s): State<HttpState>, Query(q): Query<HashMap<String, Stri
         .unwrap_or_default();
     let pod_arg = q.get("pod").cloned().unwrap_or_default();
     // a NAMESPACE/NAME must be known to the node (a UID is taken as given)
-    if pod_arg.contains('/') {
-        let known = resolve_pod(s.engine.lock().expect("engine").node(), &pod_arg).is_some();
+    if let Some((ns, name)) = pod_arg.split_once('/') {
+        let engine = s.engine.lock().expect("engine");
+        let known = !crate::stream::server::uids_named(engine.node(), ns, name).is_empty();
+        drop(engine);
         if !known {
             return (
                 StatusCode::NOT_FOUND,

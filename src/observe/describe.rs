@@ -46,29 +46,29 @@ pub const STATUS_SYNC_WAIT_SECONDS: &str = "ledgerlet_status_sync_wait_seconds";
 /// Registers every description and the zero values.
 pub fn describe_all() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    // histograms of durations in seconds
+    let seconds = |name: &'static str, help: &'static str| {
+        describe_histogram!(name, Unit::Seconds, help);
+    };
     describe_gauge!(
         "kubelet_node_name",
         "The node's name. The count is always 1."
     );
-    describe_histogram!(
+    seconds(
         POD_WORKER_DURATION_SECONDS,
-        Unit::Seconds,
         "Duration in seconds to sync a single pod. Broken down by operation type: create, update, sync, kill or terminated."
     );
-    describe_histogram!(
+    seconds(
         "kubelet_pod_status_sync_duration_seconds",
-        Unit::Seconds,
         "Duration in seconds to sync a pod status update. Measures time from detection of a change to pod status until the API is successfully updated for that pod, even if multiple intevening changes to pod status occur."
     );
-    describe_histogram!(
+    seconds(
         "kubelet_pleg_relist_duration_seconds",
-        Unit::Seconds,
-        "Duration in seconds for relisting pods in PLEG."
+        "Duration in seconds for relisting pods in PLEG.",
     );
-    describe_histogram!(
+    seconds(
         "kubelet_pleg_relist_interval_seconds",
-        Unit::Seconds,
-        "Interval in seconds between relisting in PLEG."
+        "Interval in seconds between relisting in PLEG.",
     );
     describe_counter!(
         PLEG_DISCARDED_EVENTS_TOTAL,
@@ -87,10 +87,9 @@ pub fn describe_all() {
         EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL,
         "The number of times a streaming client was obtained to receive CRI Events (kubelet_evented_pleg_connection_success_count)."
     );
-    describe_histogram!(
+    seconds(
         "kubelet_evented_pleg_connection_latency_seconds",
-        Unit::Seconds,
-        "The latency of streaming connection with the CRI runtime, measured in seconds."
+        "The latency of streaming connection with the CRI runtime, measured in seconds.",
     );
     describe_gauge!(
         "kubelet_running_pods",
@@ -113,9 +112,8 @@ pub fn describe_all() {
         STARTED_CONTAINERS_ERRORS_TOTAL,
         "Cumulative number of errors when starting containers"
     );
-    describe_histogram!(
+    seconds(
         RUN_PODSANDBOX_DURATION_SECONDS,
-        Unit::Seconds,
         "Duration in seconds of the run_podsandbox operations. Broken down by RuntimeClass.Handler."
     );
     describe_counter!(
@@ -126,10 +124,9 @@ pub fn describe_all() {
         RUNTIME_OPERATIONS_TOTAL,
         "Cumulative number of runtime operations by operation type."
     );
-    describe_histogram!(
+    seconds(
         RUNTIME_OPERATIONS_DURATION_SECONDS,
-        Unit::Seconds,
-        "Duration in seconds of runtime operations. Broken down by operation type."
+        "Duration in seconds of runtime operations. Broken down by operation type.",
     );
     describe_counter!(
         RUNTIME_OPERATIONS_ERRORS_TOTAL,
@@ -139,24 +136,21 @@ pub fn describe_all() {
         "rest_client_requests_total",
         "Number of HTTP requests, partitioned by status code, method, and host."
     );
-    describe_histogram!(
+    seconds(
         "rest_client_request_duration_seconds",
-        Unit::Seconds,
-        "Request latency in seconds. Broken down by verb, and host."
+        "Request latency in seconds. Broken down by verb, and host.",
     );
-    describe_histogram!(
+    seconds(
         COMMAND_DURATION_SECONDS,
-        Unit::Seconds,
-        "Time from the record that emitted a command to the command's outcome, by command."
+        "Time from the record that emitted a command to the command's outcome, by command.",
     );
     describe_counter!(
         COMMANDS_TOTAL,
         "Commands carried out by the shell, by command."
     );
-    describe_histogram!(
+    seconds(
         STATUS_SYNC_WAIT_SECONDS,
-        Unit::Seconds,
-        "Time from a pod status change to the start of the status sync that carries it."
+        "Time from a pod status change to the start of the status sync that carries it.",
     );
     describe_counter!(
         "ledgerlet_status_syncs_total",
@@ -210,38 +204,32 @@ pub fn describe_all() {
         super::fold::RECORDS_TOTAL,
         "Ledger records folded, by kind."
     );
-    describe_histogram!(
+    seconds(
         super::fold::FOLD_DURATION_SECONDS,
-        Unit::Seconds,
         "The engine's turn on one record, by kind: its fold and the hand-off of its commands, until the next record's fold starts or the engine is idle."
     );
     describe_counter!(
         super::fold::TRANSITIONS_TOTAL,
         "Pod worker lifecycle transitions (none, sync, terminating, terminated, finished)."
     );
-    describe_histogram!(
+    seconds(
         super::fold::TRANSITION_DURATION_SECONDS,
-        Unit::Seconds,
-        "Time a pod worker spent in the `from` state before the transition."
+        "Time a pod worker spent in the `from` state before the transition.",
     );
-    describe_histogram!(
+    seconds(
         "kubelet_pod_worker_start_duration_seconds",
-        Unit::Seconds,
-        "Duration in seconds from seeing a pod to starting a worker."
+        "Duration in seconds from seeing a pod to starting a worker.",
     );
-    describe_histogram!(
+    seconds(
         "kubelet_pod_start_duration_seconds",
-        Unit::Seconds,
         "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"
     );
-    describe_histogram!(
+    seconds(
         "kubelet_pod_start_sli_duration_seconds",
-        Unit::Seconds,
         "Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch"
     );
-    describe_histogram!(
+    seconds(
         "kubelet_pod_start_total_duration_seconds",
-        Unit::Seconds,
         "Duration in seconds to start a pod since creation, including time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch"
     );
     describe_histogram!(

@@ -972,7 +972,6 @@ mod tests {
     use super::*;
     use crate::core::pod_workers::worker_phase;
     use crate::observe::metrics::testing::{recorded, total};
-    use metrics_exporter_prometheus::PrometheusHandle;
     use std::collections::BTreeMap;
 
     /// Transitions by the plain definition: the worker's phase looked up before and after
@@ -1040,6 +1039,12 @@ mod tests {
         sink.received()
     }
 
+    /// The value of the attribute `k` of `s`.
+    fn attr(s: &SpanData, k: &str) -> Option<String> {
+        let kv = s.attributes.iter().find(|kv| kv.key.as_str() == k);
+        kv.map(|kv| kv.value.to_string())
+    }
+
     #[test]
     fn a_fold_span_and_a_pod_root_carry_their_names_ids_attributes_and_events() {
         use opentelemetry::trace::SpanId;
@@ -1053,12 +1058,6 @@ mod tests {
             flags: 1,
         };
         let (start, end) = (SystemTime::UNIX_EPOCH, SystemTime::now());
-        let attr = |s: &SpanData, k: &str| {
-            s.attributes
-                .iter()
-                .find(|kv| kv.key.as_str() == k)
-                .map(|kv| kv.value.to_string())
-        };
         let moved = Note::Transition {
             from: "none",
             to: "sync",
@@ -1142,12 +1141,6 @@ mod tests {
             }));
         }
         let spans = traced_spans(&records);
-        let attr = |s: &opentelemetry_sdk::trace::SpanData, k: &str| {
-            s.attributes
-                .iter()
-                .find(|kv| kv.key.as_str() == k)
-                .map(|kv| kv.value.to_string())
-        };
         let roots: BTreeMap<String, &opentelemetry_sdk::trace::SpanData> = spans
             .iter()
             .filter(|s| s.name == "pod")
@@ -1209,173 +1202,167 @@ mod tests {
 
     #[test]
     fn a_records_turn_runs_until_the_next_fold_starts_or_the_engine_is_idle() {
-        recorded(a_records_turn_runs_until_the_next_fold_starts_or_the_engine_is_idle_in);
-    }
-
-    fn a_records_turn_runs_until_the_next_fold_starts_or_the_engine_is_idle_in(
-        metrics: &PrometheusHandle,
-    ) {
-        let (mut observer, exporting, sink) = traced_observer(Default::default(), 7);
-        let sim = unrecorded(|| crate::sim::scenarios::busy_node(3, 30 * 1000));
-        let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).take(5).cloned().collect();
-        let mut node = Node::default();
-        // one input: five records folded back to back
-        let kind = |r: &Record| r.event.kind_index();
-        for (i, r) in records.iter().enumerate() {
-            let opened = observer.open(Parent::Input(None), &r.event, r.seq);
-            let _ = observer.fold(&mut node, r, opened);
-            std::thread::sleep(Duration::from_millis(2));
-            // records are counted when folded; a turn is timed when it ends
-            let text = metrics.render();
-            let timed = total(&text, &format!("{FOLD_DURATION_SECONDS}_count"));
-            assert_eq!(timed, i as f64, "turns ended after record {i}");
-            assert_eq!(total(&text, RECORDS_TOTAL), (i + 1) as f64);
-            assert!(observer.turn.is_some_and(|t| t.kind == kind(r)));
-        }
-        let counted = total(&metrics.render(), RECORDS_TOTAL);
-        assert_eq!(counted, 5.0, "the running turn's record is counted");
-        observer.idle();
-        assert!(observer.turn.is_none());
-        let timed = total(&metrics.render(), &format!("{FOLD_DURATION_SECONDS}_count"));
-        assert_eq!(timed, 5.0);
-        assert!(exporting.flush());
-        let (roots, mut spans): (Vec<_>, Vec<_>) = sink
-            .0
-            .lock()
-            .unwrap()
-            .clone()
-            .into_iter()
-            .partition(|s| s.name == "pod");
-        spans.sort_by_key(|s| s.start_time);
-        assert_eq!(spans.len(), 5);
-        // the pods added among the five records start their traces with a root span each
-        let added = records
-            .iter()
-            .filter(|r| matches!(r.event, Event::PodAdded(_)))
-            .count();
-        assert!(added > 0);
-        assert_eq!(roots.len(), added);
-        for (a, b) in spans.iter().zip(&spans[1..]) {
-            // each turn ends where the next begins (to the nanosecond: each end is converted
-            // on its own)
-            let gap = b
-                .start_time
-                .duration_since(a.end_time)
-                .unwrap_or_else(|e| e.duration());
-            assert!(gap <= Duration::from_nanos(1), "{gap:?} between turns");
-        }
-        for s in &spans {
-            // the sleep after each fold is inside its turn, the last one ended by idle()
-            let d = s.end_time.duration_since(s.start_time).unwrap();
-            assert!(d >= Duration::from_millis(2), "{}: {d:?}", s.name);
-        }
-        exporting.shutdown(Duration::from_secs(1));
+        recorded(|metrics| {
+            let (mut observer, exporting, sink) = traced_observer(Default::default(), 7);
+            let sim = unrecorded(|| crate::sim::scenarios::busy_node(3, 30 * 1000));
+            let records: Vec<Arc<Record>> =
+                sim.engine().ledger().since(0).take(5).cloned().collect();
+            let mut node = Node::default();
+            // one input: five records folded back to back
+            let kind = |r: &Record| r.event.kind_index();
+            for (i, r) in records.iter().enumerate() {
+                let opened = observer.open(Parent::Input(None), &r.event, r.seq);
+                let _ = observer.fold(&mut node, r, opened);
+                std::thread::sleep(Duration::from_millis(2));
+                // records are counted when folded; a turn is timed when it ends
+                let text = metrics.render();
+                let timed = total(&text, &format!("{FOLD_DURATION_SECONDS}_count"));
+                assert_eq!(timed, i as f64, "turns ended after record {i}");
+                assert_eq!(total(&text, RECORDS_TOTAL), (i + 1) as f64);
+                assert!(observer.turn.is_some_and(|t| t.kind == kind(r)));
+            }
+            let counted = total(&metrics.render(), RECORDS_TOTAL);
+            assert_eq!(counted, 5.0, "the running turn's record is counted");
+            observer.idle();
+            assert!(observer.turn.is_none());
+            let timed = total(&metrics.render(), &format!("{FOLD_DURATION_SECONDS}_count"));
+            assert_eq!(timed, 5.0);
+            assert!(exporting.flush());
+            let (roots, mut spans): (Vec<_>, Vec<_>) = sink
+                .0
+                .lock()
+                .unwrap()
+                .clone()
+                .into_iter()
+                .partition(|s| s.name == "pod");
+            spans.sort_by_key(|s| s.start_time);
+            assert_eq!(spans.len(), 5);
+            // the pods added among the five records start their traces with a root span each
+            let added = records
+                .iter()
+                .filter(|r| matches!(r.event, Event::PodAdded(_)))
+                .count();
+            assert!(added > 0);
+            assert_eq!(roots.len(), added);
+            for (a, b) in spans.iter().zip(&spans[1..]) {
+                // each turn ends where the next begins (to the nanosecond: each end is converted
+                // on its own)
+                let gap = b
+                    .start_time
+                    .duration_since(a.end_time)
+                    .unwrap_or_else(|e| e.duration());
+                assert!(gap <= Duration::from_nanos(1), "{gap:?} between turns");
+            }
+            for s in &spans {
+                // the sleep after each fold is inside its turn, the last one ended by idle()
+                let d = s.end_time.duration_since(s.start_time).unwrap();
+                assert!(d >= Duration::from_millis(2), "{}: {d:?}", s.name);
+            }
+            exporting.shutdown(Duration::from_secs(1));
+        });
     }
 
     #[test]
     fn pods_start_at_the_first_record_after_which_their_status_says_so() {
-        recorded(pods_start_at_the_first_record_after_which_their_status_says_so_in);
-    }
-
-    fn pods_start_at_the_first_record_after_which_their_status_says_so_in(
-        metrics: &PrometheusHandle,
-    ) {
-        // the plain definition: after every record, every pod first seen in a PodAdded and
-        // not yet started is looked up; it is Running (pod start) and has every container
-        // running (total) at the first record whose fold made its status say so
-        let sim = unrecorded(|| crate::sim::scenarios::busy_node(40, 4 * 60 * 1000));
-        let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
-        let mut node = Node::default();
-        // first seen, created, seen running
-        let mut first_seen: BTreeMap<Uid, (Time, Option<Time>, bool)> = BTreeMap::new();
-        let (mut running, mut total) = (Vec::new(), Vec::new());
-        // pods first seen whose worker started (a SyncPod that creates it), and its delay
-        let mut workers: BTreeMap<Uid, f64> = BTreeMap::new();
-        for r in &records {
-            if let Event::PodAdded(c) = &r.event {
-                let uid = pod::uid(&c.pod);
-                if node.pod_workers.status(&uid).is_none() && !first_seen.contains_key(&uid) {
-                    let created = c
-                        .pod
-                        .metadata
-                        .creation_timestamp
-                        .as_ref()
-                        .map(crate::core::pod_status::time_from_api);
-                    first_seen.insert(uid, (r.at, created, false));
-                }
-            }
-            for c in crate::core::fold(&mut node, r) {
-                if let Command::SyncPod(s) = c {
-                    let first = first_seen.get(&s.uid).map(|f| f.0);
-                    if let Some(seen) = first.filter(|_| s.update_type == UpdateType::Create) {
-                        let delay = r.at.since(seen).as_secs_f64();
-                        workers.entry(s.uid.clone()).or_insert(delay);
+        recorded(|metrics| {
+            // the plain definition: after every record, every pod first seen in a PodAdded and
+            // not yet started is looked up; it is Running (pod start) and has every container
+            // running (total) at the first record whose fold made its status say so
+            let sim = unrecorded(|| crate::sim::scenarios::busy_node(40, 4 * 60 * 1000));
+            let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
+            let mut node = Node::default();
+            // first seen, created, seen running
+            let mut first_seen: BTreeMap<Uid, (Time, Option<Time>, bool)> = BTreeMap::new();
+            let (mut running, mut total) = (Vec::new(), Vec::new());
+            // pods first seen whose worker started (a SyncPod that creates it), and its delay
+            let mut workers: BTreeMap<Uid, f64> = BTreeMap::new();
+            for r in &records {
+                if let Event::PodAdded(c) = &r.event {
+                    let uid = pod::uid(&c.pod);
+                    if node.pod_workers.status(&uid).is_none() && !first_seen.contains_key(&uid) {
+                        let created = c
+                            .pod
+                            .metadata
+                            .creation_timestamp
+                            .as_ref()
+                            .map(crate::core::pod_status::time_from_api);
+                        first_seen.insert(uid, (r.at, created, false));
                     }
                 }
-            }
-            if let Event::SyncFinished(f) = &r.event {
-                if f.work != crate::core::command::WorkType::Sync {
-                    first_seen.remove(&f.uid);
+                for c in crate::core::fold(&mut node, r) {
+                    if let Command::SyncPod(s) = c {
+                        let first = first_seen.get(&s.uid).map(|f| f.0);
+                        if let Some(seen) = first.filter(|_| s.update_type == UpdateType::Create) {
+                            let delay = r.at.since(seen).as_secs_f64();
+                            workers.entry(s.uid.clone()).or_insert(delay);
+                        }
+                    }
+                }
+                if let Event::SyncFinished(f) = &r.event {
+                    if f.work != crate::core::command::WorkType::Sync {
+                        first_seen.remove(&f.uid);
+                    }
+                }
+                if let Event::PodRemoved(c) | Event::PodDeleted(c) = &r.event {
+                    first_seen.remove(&pod::uid(&c.pod));
+                }
+                let mut started = Vec::new();
+                for (uid, (seen, created, seen_running)) in first_seen.iter_mut() {
+                    let Some(v) = node.statuses.get(uid) else {
+                        continue;
+                    };
+                    let is_running = v.status.phase.as_deref() == Some("Running");
+                    if is_running && !*seen_running {
+                        *seen_running = true;
+                        running.push(r.at.since(*seen).as_secs_f64());
+                    }
+                    let all = is_running
+                        && v.status.container_statuses.as_ref().is_some_and(|cs| {
+                            !cs.is_empty()
+                                && cs
+                                    .iter()
+                                    .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+                        });
+                    if all {
+                        total.push(r.at.since(created.unwrap_or(*seen)).as_secs_f64());
+                        started.push(uid.clone());
+                    }
+                }
+                for u in started {
+                    first_seen.remove(&u);
                 }
             }
-            if let Event::PodRemoved(c) | Event::PodDeleted(c) = &r.event {
-                first_seen.remove(&pod::uid(&c.pod));
+            let mut observer = FoldObserver::default();
+            let mut node = Node::default();
+            for r in &records {
+                let _ = observer.fold(&mut node, r, None);
+                assert_eq!(
+                    observer.starting.awaiting_worker(),
+                    observer.starting.count_awaiting(),
+                    "after record {}",
+                    r.seq
+                );
             }
-            let mut started = Vec::new();
-            for (uid, (seen, created, seen_running)) in first_seen.iter_mut() {
-                let Some(v) = node.statuses.get(uid) else {
-                    continue;
-                };
-                let is_running = v.status.phase.as_deref() == Some("Running");
-                if is_running && !*seen_running {
-                    *seen_running = true;
-                    running.push(r.at.since(*seen).as_secs_f64());
-                }
-                let all = is_running
-                    && v.status.container_statuses.as_ref().is_some_and(|cs| {
-                        !cs.is_empty()
-                            && cs
-                                .iter()
-                                .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
-                    });
-                if all {
-                    total.push(r.at.since(created.unwrap_or(*seen)).as_secs_f64());
-                    started.push(uid.clone());
-                }
-            }
-            for u in started {
-                first_seen.remove(&u);
-            }
-        }
-        let mut observer = FoldObserver::default();
-        let mut node = Node::default();
-        for r in &records {
-            let _ = observer.fold(&mut node, r, None);
-            assert_eq!(
-                observer.starting.awaiting_worker(),
-                observer.starting.count_awaiting(),
-                "after record {}",
-                r.seq
+            assert!(total.len() > 20, "{} pods started", total.len());
+            let worker_delays: Vec<f64> = workers.into_values().collect();
+            assert!(
+                worker_delays.len() >= total.len(),
+                "{} workers",
+                worker_delays.len()
             );
-        }
-        assert!(total.len() > 20, "{} pods started", total.len());
-        let worker_delays: Vec<f64> = workers.into_values().collect();
-        assert!(
-            worker_delays.len() >= total.len(),
-            "{} workers",
-            worker_delays.len()
-        );
-        let text = metrics.render();
-        let holds = |name: &str, want: &[f64]| {
-            let sum: f64 = want.iter().sum();
-            let got = crate::observe::metrics::testing::total(&text, &format!("{name}_sum"));
-            let count = crate::observe::metrics::testing::total(&text, &format!("{name}_count"));
-            assert_eq!(count, want.len() as f64, "{name}");
-            assert!((got - sum).abs() < 1e-6, "{name}: {got} vs {sum}");
-        };
-        holds("kubelet_pod_start_total_duration_seconds", &total);
-        holds("kubelet_pod_start_duration_seconds", &running);
-        holds("kubelet_pod_worker_start_duration_seconds", &worker_delays);
+            let text = metrics.render();
+            let holds = |name: &str, want: &[f64]| {
+                let sum: f64 = want.iter().sum();
+                let got = crate::observe::metrics::testing::total(&text, &format!("{name}_sum"));
+                let count =
+                    crate::observe::metrics::testing::total(&text, &format!("{name}_count"));
+                assert_eq!(count, want.len() as f64, "{name}");
+                assert!((got - sum).abs() < 1e-6, "{name}: {got} vs {sum}");
+            };
+            holds("kubelet_pod_start_total_duration_seconds", &total);
+            holds("kubelet_pod_start_duration_seconds", &running);
+            holds("kubelet_pod_worker_start_duration_seconds", &worker_delays);
+        });
     }
 
     #[test]
@@ -1397,56 +1384,50 @@ mod tests {
 
     #[test]
     fn transitions_are_those_of_lookups_before_and_after_every_update_and_sync_finished() {
-        recorded(
-            transitions_are_those_of_lookups_before_and_after_every_update_and_sync_finished_in,
-        );
-    }
-
-    fn transitions_are_those_of_lookups_before_and_after_every_update_and_sync_finished_in(
-        metrics: &PrometheusHandle,
-    ) {
-        // deletions after 5 min, failing first syncs, jobs that complete: every transition
-        let sim = unrecorded(|| crate::sim::scenarios::busy_node(40, 7 * 60 * 1000));
-        let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
-        let mut node = Node::default();
-        let mut observer = FoldObserver::default();
-        for r in &records {
-            let _ = observer.fold(&mut node, r, None);
-        }
-        let text = metrics.render();
-        let want = reference(&records);
-        let got: BTreeMap<(Phase, Phase), u64> = observer
-            .transitions
-            .keys()
-            .map(|(from, to)| {
-                let series = format!(
-                    "{TRANSITIONS_TOTAL}{{from=\"{}\",to=\"{}\"}}",
-                    from.as_str(),
-                    to.as_str()
-                );
-                ((*from, *to), total(&text, &series) as u64)
-            })
-            .collect();
-        assert_eq!(got, want);
-        assert_eq!(
-            total(&text, TRANSITIONS_TOTAL),
-            want.values().sum::<u64>() as f64,
-            "no other transition is counted"
-        );
-        assert!(
-            want.contains_key(&(Phase::Sync, Phase::Terminating)),
-            "{want:?}"
-        );
-        assert!(
-            want.contains_key(&(Phase::Terminated, Phase::Finished)),
-            "{want:?}"
-        );
-        // most folds change no worker's phase, and skip the lookups
-        assert!(
-            observer.logged_folds * 10 < records.len() as u64,
-            "{} of {} folds changed a phase",
-            observer.logged_folds,
-            records.len()
-        );
+        recorded(|metrics| {
+            // deletions after 5 min, failing first syncs, jobs that complete: every transition
+            let sim = unrecorded(|| crate::sim::scenarios::busy_node(40, 7 * 60 * 1000));
+            let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
+            let mut node = Node::default();
+            let mut observer = FoldObserver::default();
+            for r in &records {
+                let _ = observer.fold(&mut node, r, None);
+            }
+            let text = metrics.render();
+            let want = reference(&records);
+            let got: BTreeMap<(Phase, Phase), u64> = observer
+                .transitions
+                .keys()
+                .map(|(from, to)| {
+                    let series = format!(
+                        "{TRANSITIONS_TOTAL}{{from=\"{}\",to=\"{}\"}}",
+                        from.as_str(),
+                        to.as_str()
+                    );
+                    ((*from, *to), total(&text, &series) as u64)
+                })
+                .collect();
+            assert_eq!(got, want);
+            assert_eq!(
+                total(&text, TRANSITIONS_TOTAL),
+                want.values().sum::<u64>() as f64,
+                "no other transition is counted"
+            );
+            assert!(
+                want.contains_key(&(Phase::Sync, Phase::Terminating)),
+                "{want:?}"
+            );
+            assert!(
+                want.contains_key(&(Phase::Terminated, Phase::Finished)),
+                "{want:?}"
+            );
+            // most folds change no worker's phase, and skip the lookups
+            assert!(
+                observer.logged_folds * 10 < records.len() as u64,
+                "{} of {} folds changed a phase",
+                observer.logged_folds,
+                records.len()
+            );
+        });
     }
 }

@@ -340,11 +340,6 @@ impl SpanQueue {
         self.len() == 0
     }
 
-    /// The bound.
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     /// Takes up to `n` spans in; those that do not fit are counted as dropped. How many
     /// fit.
     fn admit(&self, n: usize) -> usize {
@@ -408,17 +403,12 @@ enum Work {
 
 /// The batch processor behind the bound: what the tracer provider and the fold tracers
 /// hand finished spans to.
+#[derive(Debug)]
 pub struct Spans {
     queue: Arc<SpanQueue>,
     batch: Arc<BatchSpanProcessor>,
     /// To the conversion thread.
     later: SyncSender<Work>,
-}
-
-impl std::fmt::Debug for Spans {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Spans").field("queue", &self.queue).finish()
-    }
 }
 
 impl Spans {
@@ -573,8 +563,8 @@ pub struct Tracing {
     provider: SdkTracerProvider,
     sampler: RootSampler,
     /// Runs the exporter's connections (never the agent's runtime: a slow collector does not
-    /// touch it).
-    runtime: tokio::runtime::Runtime,
+    /// touch it); kept for as long as the pipeline.
+    _runtime: tokio::runtime::Runtime,
 }
 
 impl Tracing {
@@ -597,36 +587,26 @@ impl Tracing {
         // `--tracing-compression none` sets nothing: the exporter sends uncompressed bodies
         // unless a compression variable asks for gzip
         let gzip = cfg.gzip.filter(|on| *on).map(|_| Compression::Gzip);
+        // the settings both exporters take, from traits of their own
+        macro_rules! configured {
+            ($builder:expr) => {{
+                let mut b = $builder.with_timeout(timeout).with_retry_policy(retry);
+                if let Some(e) = &cfg.endpoint {
+                    b = b.with_endpoint(e.clone());
+                }
+                if let Some(c) = gzip {
+                    b = b.with_compression(c);
+                }
+                b.build().map_err(start)?
+            }};
+        }
         // tonic's lazy channel spawns its worker on the runtime it is made in
         let _in = runtime.enter();
         let exporter = match cfg.protocol {
-            Protocol::Grpc => {
-                let mut b = SpanExporter::builder()
-                    .with_tonic()
-                    .with_timeout(timeout)
-                    .with_retry_policy(retry);
-                if let Some(e) = &cfg.endpoint {
-                    b = b.with_endpoint(e.clone());
-                }
-                if let Some(c) = gzip {
-                    b = b.with_compression(c);
-                }
-                b.build().map_err(start)?
-            }
-            Protocol::HttpProtobuf => {
-                let mut b = SpanExporter::builder()
-                    .with_http()
-                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-                    .with_timeout(timeout)
-                    .with_retry_policy(retry);
-                if let Some(e) = &cfg.endpoint {
-                    b = b.with_endpoint(e.clone());
-                }
-                if let Some(c) = gzip {
-                    b = b.with_compression(c);
-                }
-                b.build().map_err(start)?
-            }
+            Protocol::Grpc => configured!(SpanExporter::builder().with_tonic()),
+            Protocol::HttpProtobuf => configured!(SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)),
         };
         drop(_in);
         Tracing::start_with(cfg, exporter, runtime)
@@ -669,7 +649,7 @@ impl Tracing {
             spans,
             provider,
             sampler,
-            runtime,
+            _runtime: runtime,
         })
     }
 
@@ -704,11 +684,6 @@ impl Tracing {
         context::set_enabled(false);
         self.spans.drain(timeout);
         let _ = self.provider.shutdown_with_timeout(timeout);
-    }
-
-    /// The runtime the exporter's connections run on.
-    pub fn runtime(&self) -> &tokio::runtime::Handle {
-        self.runtime.handle()
     }
 }
 

@@ -15,13 +15,8 @@ use crate::core::pod_workers::PodWorkerState;
 use crate::core::{pod, Node};
 use crate::ledger::LedgerStats;
 
-fn static_label(b: bool) -> &'static str {
-    if b {
-        "true"
-    } else {
-        "false"
-    }
-}
+/// The `static` label of a pod that is not static, and of one that is.
+const STATIC: [&str; 2] = ["false", "true"];
 
 /// Sets the pod gauges of `node`.
 pub fn set_node(node: &Node) {
@@ -43,7 +38,7 @@ pub fn set_node(node: &Node) {
             active[s] += 1;
         }
     }
-    for (i, st) in ["false", "true"].into_iter().enumerate() {
+    for (i, st) in STATIC.into_iter().enumerate() {
         gauge!("kubelet_desired_pods", "static" => st).set(desired[i] as f64);
         gauge!("kubelet_active_pods", "static" => st).set(active[i] as f64);
     }
@@ -74,7 +69,7 @@ pub fn set_node(node: &Node) {
                 } else {
                     "orphan"
                 };
-                (config, static_label(pod::is_static(p)))
+                (config, STATIC[usize::from(pod::is_static(p))])
             }
         };
         *working.entry((lifecycle, config, st)).or_default() += 1;

@@ -252,20 +252,19 @@ pub fn spec_container<'a>(p: &'a Pod, start: &ContainerStart) -> Option<&'a Cont
     }
 }
 
-/// `generateContainerConfig`.
-pub fn container_config(
-    ctx: &NodeContext,
-    p: &Pod,
-    start: &ContainerStart,
-    pod_ip: &str,
-    volumes: &super::volumes::VolumePaths,
-) -> Result<v1::ContainerConfig, ConfigError> {
-    container_config_with_secrets(ctx, p, start, pod_ip, volumes, None)
+/// The regular or init container of the pod named `name`.
+pub fn container_named<'a>(p: &'a Pod, name: &str) -> Option<&'a Container> {
+    let spec = p.spec.as_ref()?;
+    let mut all = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    all.find(|c| c.name == name)
 }
 
 /// `generateContainerConfig` with the `secretKeyRef` values the shell fetched (`None`: the
 /// node has no API server, so a reference is an error).
-pub fn container_config_with_secrets(
+pub fn container_config(
     ctx: &NodeContext,
     p: &Pod,
     start: &ContainerStart,
@@ -550,11 +549,6 @@ pub fn expand(s: &str, vars: &BTreeMap<&str, &str>) -> String {
         i += ch.len_utf8();
     }
     out
-}
-
-/// The log directory of a pod given its identity (for runtime-only pods).
-pub fn log_dir_for(ctx: &NodeContext, namespace: &str, name: &str, uid: &str) -> PathBuf {
-    Path::new(&ctx.pod_logs_dir).join(format!("{namespace}_{name}_{uid}"))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
-use super::cri_config::{self, ConfigError, NodeContext};
+use super::cri_config::{self, NodeContext};
 use super::hooks::{self, HookOutcome, HookSite};
 use super::runtime_view;
 use super::Report;
@@ -151,13 +151,22 @@ impl Executor {
         &self.cri
     }
 
-    fn register(&self, uid: &Uid, sync_id: u64) -> CancelToken {
+    /// Registers a sync as cancellable: its cancel token and the step its actions report
+    /// through.
+    fn register(&self, uid: &Uid, sync_id: u64, cause: u64) -> (CancelToken, Step<'_>) {
         let (tx, rx) = watch::channel(false);
         self.cancels
             .lock()
             .expect("cancel table")
             .insert((uid.clone(), sync_id), tx);
-        CancelToken(rx)
+        let uid = uid.clone();
+        let step = Step {
+            exec: self,
+            uid,
+            sync_id,
+            cause,
+        };
+        (CancelToken(rx), step)
     }
 
     fn unregister(&self, uid: &Uid, sync_id: u64) {
@@ -202,24 +211,13 @@ impl Executor {
     }
 
     /// `InspectPod`: reads the pod's runtime status and reports it.
-    pub async fn inspect(&self, uid: Uid, cause: u64) {
-        let event = match runtime_view::pod_status(&self.cri, &uid).await {
-            Ok(s) if s.is_empty() => RuntimeStatusObserved {
-                uid,
-                status: None,
-                error: None,
-            },
-            Ok(s) => RuntimeStatusObserved {
-                uid,
-                status: Some(Arc::new(s)),
-                error: None,
-            },
-            Err(e) => RuntimeStatusObserved {
-                uid,
-                status: None,
-                error: Some(e.to_string()),
-            },
+    pub async fn inspect(self, uid: Uid, cause: u64) {
+        let (status, error) = match runtime_view::pod_status(&self.cri, &uid).await {
+            Ok(s) if s.is_empty() => (None, None),
+            Ok(s) => (Some(Arc::new(s)), None),
+            Err(e) => (None, Some(e.to_string())),
         };
+        let event = RuntimeStatusObserved { uid, status, error };
         self.report
             .send(Event::RuntimeStatusObserved(event), Some(cause))
             .await;
@@ -227,14 +225,8 @@ impl Executor {
 
     /// `SyncPod`: runs the plan. Like the kubelet (which runs the runtime sync under
     /// `context.WithoutCancel`), a cancellation does not interrupt container starts.
-    pub async fn sync_pod(&self, cmd: SyncPodCommand, cause: u64) {
-        let _token = self.register(&cmd.uid, cmd.sync_id);
-        let step = Step {
-            exec: self,
-            uid: cmd.uid.clone(),
-            sync_id: cmd.sync_id,
-            cause,
-        };
+    pub async fn sync_pod(self, cmd: SyncPodCommand, cause: u64) {
+        let (_token, step) = self.register(&cmd.uid, cmd.sync_id, cause);
         let outcome = self.run_plan(&step, &cmd).await;
         self.finish(&cmd.uid, cmd.sync_id, WorkType::Sync, outcome, cause)
             .await;
@@ -280,28 +272,23 @@ impl Executor {
             metrics::counter!(STARTED_PODS_TOTAL).increment(1);
             let started = Instant::now();
             let config = cri_config::sandbox_config(&self.ctx, p, a);
-            if let Err(e) = std::fs::create_dir_all(&config.log_directory) {
-                let msg = format!(
-                    "Failed to create pod sandbox: cannot create log directory {}: {e}",
+            let run = match std::fs::create_dir_all(&config.log_directory) {
+                Err(e) => Err(format!(
+                    "cannot create log directory {}: {e}",
                     config.log_directory
-                );
-                metrics::counter!(STARTED_PODS_ERRORS_TOTAL).increment(1);
-                step.report(
-                    RuntimeAction::CreateSandbox { attempt: a },
-                    failed("CreatePodSandboxError", msg.clone()),
-                    started,
-                )
-                .await;
-                return SyncOutcome::Failed { message: msg };
-            }
-            let run = self.cri.run_pod_sandbox(config, "").await;
-            metrics::histogram!(RUN_PODSANDBOX_DURATION_SECONDS, "runtime_handler" => "")
-                .record(started.elapsed().as_secs_f64());
-            if run.is_err() {
-                metrics::counter!(STARTED_PODS_ERRORS_TOTAL).increment(1);
-                metrics::counter!(RUN_PODSANDBOX_ERRORS_TOTAL, "runtime_handler" => "")
-                    .increment(1);
-            }
+                )),
+                Ok(()) => {
+                    let run = self.cri.run_pod_sandbox(config, "").await;
+                    metrics::histogram!(RUN_PODSANDBOX_DURATION_SECONDS, "runtime_handler" => "")
+                        .record(started.elapsed().as_secs_f64());
+                    if run.is_err() {
+                        metrics::counter!(RUN_PODSANDBOX_ERRORS_TOTAL, "runtime_handler" => "")
+                            .increment(1);
+                    }
+                    run.map_err(|e| e.to_string())
+                }
+            };
+            let action = RuntimeAction::CreateSandbox { attempt: a };
             match run {
                 Ok(id) => {
                     sandbox_id = id.clone();
@@ -310,21 +297,13 @@ impl Executor {
                             pod_ip = ip;
                         }
                     }
-                    step.report(
-                        RuntimeAction::CreateSandbox { attempt: a },
-                        ok(Some(id), None),
-                        started,
-                    )
-                    .await;
+                    step.report(action, ok(Some(id), None), started).await;
                 }
                 Err(e) => {
+                    metrics::counter!(STARTED_PODS_ERRORS_TOTAL).increment(1);
                     let msg = format!("Failed to create pod sandbox: {e}");
-                    step.report(
-                        RuntimeAction::CreateSandbox { attempt: a },
-                        failed("CreatePodSandboxError", msg.clone()),
-                        started,
-                    )
-                    .await;
+                    let outcome = failed("CreatePodSandboxError", msg.clone());
+                    step.report(action, outcome, started).await;
                     return SyncOutcome::Failed { message: msg };
                 }
             }
@@ -434,7 +413,7 @@ impl Executor {
             sandbox_id,
             sandbox_config,
             pod_ip,
-            volumes,
+            ..
         } = *target;
         let image = image.to_string();
         // image, per imagePullPolicy
@@ -442,50 +421,29 @@ impl Executor {
         let pull = self
             .ensure_image(step, c, &image, s.image_pull_backoff.as_deref())
             .await;
-        let pulled = pull.is_ok();
-        let outcome = match pull {
-            Ok(detail) => ok(None, Some(detail)),
-            Err((reason, msg)) => failed(reason, msg),
+        let outcome = match &pull {
+            Ok(detail) => ok(None, Some(detail.clone())),
+            Err((reason, msg)) => failed(reason, msg.clone()),
         };
-        step.report(
-            RuntimeAction::PullImage {
-                container: s.name.clone(),
-                image: image.clone(),
-            },
-            outcome.clone(),
-            started,
-        )
-        .await;
-        if !pulled {
-            let ActionOutcome::Failed { message, reason } = outcome else {
-                unreachable!()
-            };
-            return Err((reason_code(&reason), message));
+        let container = s.name.clone();
+        let action = RuntimeAction::PullImage { container, image };
+        step.report(action, outcome, started).await;
+        if let Err((reason, message)) = pull {
+            return Err((reason_code(reason), message));
         }
         // create
         let started = Instant::now();
-        let secrets = match &self.secrets {
-            Some(r) => r.resolve(p, c).await.map(Some),
-            None => Ok(None),
-        };
-        let config = secrets
-            .map_err(ConfigError)
-            .and_then(|values| {
-                volumes
-                    .as_ref()
-                    .map(|v| (values, v))
-                    .map_err(|e| ConfigError(e.clone()))
-            })
-            .and_then(|(values, v)| {
-                cri_config::container_config_with_secrets(
-                    &self.ctx,
-                    p,
-                    s,
-                    pod_ip,
-                    v,
-                    values.as_ref(),
-                )
-            });
+        // the secretKeyRef values, the volumes, then the configuration
+        let config = async {
+            let values = match &self.secrets {
+                Some(r) => Some(r.resolve(p, c).await?),
+                None => None,
+            };
+            let volumes = target.volumes.as_ref().map_err(String::clone)?;
+            cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, values.as_ref())
+                .map_err(|e| e.0)
+        }
+        .await;
         let create = match config {
             Err(e) => Err(("CreateContainerConfigError", format!("{who}: {e}"))),
             Ok(config) => {
@@ -497,32 +455,18 @@ impl Executor {
                     .map_err(|e| ("CreateContainerError", format!("{who}: {e}")))
             }
         };
-        let id = match create {
-            Ok(id) => {
-                step.report(
-                    RuntimeAction::CreateContainer {
-                        container: s.name.clone(),
-                        kind: s.kind,
-                    },
-                    ok(Some(id.clone()), None),
-                    started,
-                )
-                .await;
-                id
-            }
-            Err((reason, msg)) => {
-                step.report(
-                    RuntimeAction::CreateContainer {
-                        container: s.name.clone(),
-                        kind: s.kind,
-                    },
-                    failed(reason, msg.clone()),
-                    started,
-                )
-                .await;
-                return Err((reason, msg));
-            }
+        let outcome = match &create {
+            Ok(id) => ok(Some(id.clone()), None),
+            Err((reason, msg)) => failed(reason, msg.clone()),
         };
+        let (container, kind) = (s.name.clone(), s.kind);
+        step.report(
+            RuntimeAction::CreateContainer { container, kind },
+            outcome,
+            started,
+        )
+        .await;
+        let id = create?;
         // start
         let started = Instant::now();
         let action = RuntimeAction::StartContainer {
@@ -613,17 +557,7 @@ impl Executor {
         site: &HookSite<'_>,
         budget_s: i64,
     ) -> i64 {
-        let Some(c) = site
-            .pod
-            .spec
-            .iter()
-            .flat_map(|s| {
-                s.containers
-                    .iter()
-                    .chain(s.init_containers.iter().flatten())
-            })
-            .find(|c| c.name == k.name)
-        else {
+        let Some(c) = cri_config::container_named(site.pod, &k.name) else {
             return 0;
         };
         let Some(handler) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) else {
@@ -685,25 +619,21 @@ impl Executor {
             user_specified_image: image.to_string(),
             ..Default::default()
         };
-        let present = match self.cri.image_status(spec.clone(), false).await {
-            Ok(r) => r.image.is_some(),
-            Err(e) => {
-                return Err((
-                    "ImageInspectError",
-                    format!("Failed to inspect image {image:?}: {e}"),
-                ))
-            }
+        let status = self.cri.image_status(spec.clone(), false).await;
+        let inspect = |e| {
+            (
+                "ImageInspectError",
+                format!("Failed to inspect image {image:?}: {e}"),
+            )
         };
+        let present = status.map_err(inspect)?.image.is_some();
         match policy.as_str() {
-            "Never" if present => Ok(format!(
+            "Never" | "IfNotPresent" if present => Ok(format!(
                 "Container image {image:?} already present on machine"
             )),
             "Never" => Err((
                 "ErrImageNeverPull",
                 format!("Container image {image:?} is not present with pull policy of Never"),
-            )),
-            "IfNotPresent" if present => Ok(format!(
-                "Container image {image:?} already present on machine"
             )),
             _ if backoff.is_some() => {
                 Err(("ImagePullBackOff", backoff.unwrap_or_default().to_string()))
@@ -753,23 +683,16 @@ impl Executor {
             name: k.name.clone(),
             message: k.message.clone(),
         };
-        match self.cri.stop_container(&k.id, timeout).await {
-            Ok(()) => {
-                step.report(action, ok(None, None), started).await;
-                Ok(())
-            }
-            Err(e) if e.is_not_found() => {
-                step.report(action, ok(None, Some("already gone".into())), started)
-                    .await;
-                Ok(())
-            }
+        let (outcome, result) = match self.cri.stop_container(&k.id, timeout).await {
+            Ok(()) => (ok(None, None), Ok(())),
+            Err(e) if e.is_not_found() => (ok(None, Some("already gone".into())), Ok(())),
             Err(e) => {
                 let msg = format!("failed to kill container {} ({}): {e}", k.name, k.id);
-                step.report(action, failed("KillContainerError", msg.clone()), started)
-                    .await;
-                Err(msg)
+                (failed("KillContainerError", msg.clone()), Err(msg))
             }
-        }
+        };
+        step.report(action, outcome, started).await;
+        result
     }
 
     async fn remove_container(&self, step: &Step<'_>, id: &str) {
@@ -794,7 +717,7 @@ impl Executor {
         kill: &PodKill,
         site: Option<&HookSite<'_>>,
     ) -> Result<(), String> {
-        let results = futures_join_all(
+        let results = futures::future::join_all(
             kill.containers
                 .iter()
                 .map(|k| self.kill_container(step, k, site)),
@@ -804,16 +727,15 @@ impl Executor {
         for id in &kill.sandbox_ids {
             let started = Instant::now();
             let action = RuntimeAction::StopSandbox { id: id.clone() };
-            match self.cri.stop_pod_sandbox(id).await {
-                Ok(()) => step.report(action, ok(None, None), started).await,
-                Err(e) if e.is_not_found() => step.report(action, ok(None, None), started).await,
-                Err(e) => {
+            let outcome = match self.cri.stop_pod_sandbox(id).await {
+                Err(e) if !e.is_not_found() => {
                     let msg = format!("failed to stop sandbox {id}: {e}");
-                    step.report(action, failed("KillPodSandboxError", msg.clone()), started)
-                        .await;
-                    errors.push(msg);
+                    errors.push(msg.clone());
+                    failed("KillPodSandboxError", msg)
                 }
-            }
+                _ => ok(None, None),
+            };
+            step.report(action, outcome, started).await;
         }
         if errors.is_empty() {
             Ok(())
@@ -890,14 +812,8 @@ impl Executor {
 
     /// `SyncTerminatingPod`: stop everything within the grace period. A cancellation (the
     /// grace period was shortened) returns `Canceled` at once so the shorter kill can run.
-    pub async fn sync_terminating_pod(&self, cmd: SyncTerminatingPodCommand, cause: u64) {
-        let mut token = self.register(&cmd.uid, cmd.sync_id);
-        let step = Step {
-            exec: self,
-            uid: cmd.uid.clone(),
-            sync_id: cmd.sync_id,
-            cause,
-        };
+    pub async fn sync_terminating_pod(self, cmd: SyncTerminatingPodCommand, cause: u64) {
+        let (mut token, step) = self.register(&cmd.uid, cmd.sync_id, cause);
         let pod_ip = cmd.runtime.ips.first().cloned().unwrap_or_default();
         let site = HookSite {
             cri: &self.cri,
@@ -916,27 +832,18 @@ impl Executor {
 
     /// `SyncTerminatingRuntimePod`: stop a pod no config wants.
     pub async fn sync_terminating_runtime_pod(
-        &self,
+        self,
         cmd: SyncTerminatingRuntimePodCommand,
         cause: u64,
     ) {
-        let mut token = self.register(&cmd.uid, cmd.sync_id);
-        let step = Step {
-            exec: self,
-            uid: cmd.uid.clone(),
-            sync_id: cmd.sync_id,
-            cause,
-        };
+        let (mut token, step) = self.register(&cmd.uid, cmd.sync_id, cause);
         let outcome = tokio::select! {
             o = self.terminate(&step, &cmd.kill, None) => o,
             _ = token.cancelled() => SyncOutcome::Canceled,
         };
         if outcome == SyncOutcome::Ok {
             // an orphaned pod's volumes (no SyncTerminatedPod follows)
-            self.projector.forget_pod(cmd.uid.as_str());
-            if let Err(e) = super::volumes::remove_pod(&self.ctx.pods_dir, cmd.uid.as_str()) {
-                tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's volumes");
-            }
+            let _ = self.remove_volumes(&cmd.uid);
         }
         self.finish(
             &cmd.uid,
@@ -950,14 +857,8 @@ impl Executor {
 
     /// `SyncTerminatedPod`: for a deleted or evicted pod, remove its containers and
     /// sandboxes (logs stay on disk).
-    pub async fn sync_terminated_pod(&self, cmd: SyncTerminatedPodCommand, cause: u64) {
-        let _token = self.register(&cmd.uid, cmd.sync_id);
-        let step = Step {
-            exec: self,
-            uid: cmd.uid.clone(),
-            sync_id: cmd.sync_id,
-            cause,
-        };
+    pub async fn sync_terminated_pod(self, cmd: SyncTerminatedPodCommand, cause: u64) {
+        let (_token, step) = self.register(&cmd.uid, cmd.sync_id, cause);
         let mut outcome = SyncOutcome::Ok;
         if cmd.remove_runtime {
             match runtime_view::pod_status(&self.cri, &cmd.uid).await {
@@ -968,9 +869,10 @@ impl Executor {
                     for s in &status.sandboxes {
                         let started = Instant::now();
                         let o = match self.cri.remove_pod_sandbox(&s.id).await {
-                            Ok(()) => ok(None, None),
-                            Err(e) if e.is_not_found() => ok(None, None),
-                            Err(e) => failed("RemovePodSandboxError", e.to_string()),
+                            Err(e) if !e.is_not_found() => {
+                                failed("RemovePodSandboxError", e.to_string())
+                            }
+                            _ => ok(None, None),
                         };
                         step.report(
                             RuntimeAction::RemoveSandbox { id: s.id.clone() },
@@ -988,9 +890,7 @@ impl Executor {
             }
         }
         // the kubelet tears a terminated pod's volumes down (emptyDir contents go with it)
-        self.projector.forget_pod(cmd.uid.as_str());
-        if let Err(e) = super::volumes::remove_pod(&self.ctx.pods_dir, cmd.uid.as_str()) {
-            tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's volumes");
+        if let Err(e) = self.remove_volumes(&cmd.uid) {
             if outcome == SyncOutcome::Ok {
                 outcome = SyncOutcome::Failed {
                     message: format!("error tearing down the pod's volumes: {e}"),
@@ -1001,13 +901,22 @@ impl Executor {
             .await;
     }
 
+    /// Tears the pod's volumes down (its projected volumes are no longer refreshed).
+    fn remove_volumes(&self, uid: &Uid) -> Result<(), String> {
+        self.projector.forget_pod(uid.as_str());
+        let removed = super::volumes::remove_pod(&self.ctx.pods_dir, uid.as_str());
+        if let Err(e) = &removed {
+            tracing::warn!(uid = %uid.as_str(), error = %e, "cannot remove the pod's volumes");
+        }
+        removed
+    }
+
     /// Removes containers the core no longer needs (dead instances beyond the newest).
     pub async fn remove_containers(&self, ids: Vec<String>) -> Result<(), CriError> {
         for id in ids {
             match self.cri.remove_container(&id).await {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
+                Err(e) if !e.is_not_found() => return Err(e),
+                _ => {}
             }
         }
         Ok(())
@@ -1025,32 +934,6 @@ fn reason_code(reason: &str) -> &'static str {
     }
 }
 
-/// Runs futures concurrently on the current task and collects their outputs in order.
-async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let futs: Vec<_> = futs.map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = (0..futs.len()).map(|_| None).collect();
-    let mut pending: Vec<(usize, std::pin::Pin<Box<F>>)> = futs.into_iter().enumerate().collect();
-    std::future::poll_fn(|cx| {
-        pending.retain_mut(|(i, f)| match f.as_mut().poll(cx) {
-            std::task::Poll::Ready(o) => {
-                outputs[*i] = Some(o);
-                false
-            }
-            std::task::Poll::Pending => true,
-        });
-        if pending.is_empty() {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
-    })
-    .await;
-    outputs
-        .into_iter()
-        .map(|o| o.expect("every future finished"))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1058,7 +941,7 @@ mod tests {
     #[tokio::test]
     async fn join_all_keeps_order_and_runs_concurrently() {
         let started = Instant::now();
-        let out = futures_join_all((0..5u64).map(|i| async move {
+        let out = futures::future::join_all((0..5u64).map(|i| async move {
             tokio::time::sleep(std::time::Duration::from_millis(100 - i * 10)).await;
             i
         }))

@@ -76,6 +76,17 @@ struct Url {
     path: String,
 }
 
+impl Url {
+    fn of(target: &Target) -> Url {
+        Url {
+            scheme: target.scheme,
+            host: target.host.clone(),
+            port: target.port,
+            path: with_leading_slash(&target.path),
+        }
+    }
+}
+
 impl std::fmt::Display for Url {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -341,12 +352,7 @@ async fn send_once(
 }
 
 async fn get_following(target: &Target, user_agent: &str) -> Result<Response, String> {
-    let mut url = Url {
-        scheme: target.scheme,
-        host: target.host.clone(),
-        port: target.port,
-        path: with_leading_slash(&target.path),
-    };
+    let mut url = Url::of(target);
     let mut requests = 0usize;
     loop {
         requests += 1;
@@ -377,10 +383,8 @@ pub async fn get(target: &Target, timeout: Duration, user_agent: &str) -> Result
     match tokio::time::timeout(timeout, get_following(target, user_agent)).await {
         Ok(r) => r,
         Err(_) => Err(format!(
-            "Get \"{}://{}{}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
-            target.scheme.as_str(),
-            join_host_port(&target.host, target.port),
-            with_leading_slash(&target.path)
+            "Get \"{}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+            Url::of(target)
         )),
     }
 }

@@ -18,10 +18,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount, Volume,
+    ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount,
+    ServiceAccountTokenProjection, Volume,
 };
 
 use super::api::ApiClient;
@@ -132,30 +133,16 @@ pub fn validate_path(path: &str) -> Result<(), String> {
 
 /// `..2006_01_02_15_04_05.<nanos>` for `t` (UTC), the kubelet's payload directory name.
 fn timestamped_name(t: SystemTime, n: u32) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // civil from days (H. Hinnant)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let t = jiff::Timestamp::try_from(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let suffix = if n == 0 {
+        String::new()
+    } else {
+        format!("_{n}")
+    };
     format!(
-        "..{year:04}_{month:02}_{day:02}_{:02}_{:02}_{:02}.{:09}{}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_nanos(),
-        if n == 0 {
-            String::new()
-        } else {
-            format!("_{n}")
-        }
+        "..{}.{:09}{suffix}",
+        t.strftime("%Y_%m_%d_%H_%M_%S"),
+        t.subsec_nanosecond()
     )
 }
 
@@ -281,22 +268,20 @@ pub fn write_atomic(dir: &Path, payload: &Payload) -> Result<bool, String> {
         let link = dir.join(t);
         let want = Path::new(DATA_DIR).join(t);
         match std::fs::symlink_metadata(&link) {
-            Ok(m) if m.file_type().is_symlink() => {
-                if std::fs::read_link(&link).ok().as_deref() != Some(want.as_path()) {
-                    let _ = std::fs::remove_file(&link);
-                    std::os::unix::fs::symlink(&want, &link)
-                        .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
-                }
-            }
-            Ok(_) => {
+            Ok(m) if !m.file_type().is_symlink() => {
                 return Err(format!(
                     "{} exists and is not a symlink the writer made",
                     link.display()
                 ))
             }
-            Err(_) => std::os::unix::fs::symlink(&want, &link)
-                .map_err(|e| format!("cannot link {}: {e}", link.display()))?,
+            Ok(_) if std::fs::read_link(&link).ok().as_deref() == Some(want.as_path()) => continue,
+            Ok(_) => {
+                let _ = std::fs::remove_file(&link);
+            }
+            Err(_) => {}
         }
+        std::os::unix::fs::symlink(&want, &link)
+            .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
     }
     // 4. the old payload and names no longer projected
     if let Some(old) = old.filter(|o| o != Path::new(&ts_name)) {
@@ -373,24 +358,20 @@ pub fn downward_field(p: &Pod, field_path: &str) -> Result<String, String> {
         "metadata.labels" => format_map(meta.labels.as_ref()),
         "metadata.annotations" => format_map(meta.annotations.as_ref()),
         _ => {
-            if let Some(k) = subscript("metadata.labels") {
-                meta.labels
-                    .as_ref()
-                    .and_then(|l| l.get(&k))
-                    .cloned()
-                    .unwrap_or_default()
+            let (map, key) = if let Some(k) = subscript("metadata.labels") {
+                (&meta.labels, k)
             } else if let Some(k) = subscript("metadata.annotations") {
-                meta.annotations
-                    .as_ref()
-                    .and_then(|l| l.get(&k))
-                    .cloned()
-                    .unwrap_or_default()
+                (&meta.annotations, k)
             } else {
                 return Err(format!(
                     "fieldRef {field_path:?} is not supported in a volume (metadata.name, \
                      metadata.namespace, metadata.uid, metadata.labels, metadata.annotations)"
                 ));
-            }
+            };
+            map.as_ref()
+                .and_then(|m| m.get(&key))
+                .cloned()
+                .unwrap_or_default()
         }
     })
 }
@@ -403,16 +384,7 @@ fn resource_field(
 ) -> Result<String, String> {
     use crate::core::pod_status::quantity::parse_nanos;
     let cname = r.container_name.as_deref().unwrap_or_default();
-    let c = p
-        .spec
-        .as_ref()
-        .into_iter()
-        .flat_map(|s| {
-            s.containers
-                .iter()
-                .chain(s.init_containers.iter().flatten())
-        })
-        .find(|c| c.name == cname)
+    let c = super::cri_config::container_named(p, cname)
         .ok_or_else(|| format!("resourceFieldRef: container {cname:?} is not in the pod"))?;
     let (kind, res) = r
         .resource
@@ -475,54 +447,6 @@ pub fn downward_payload(
     Ok(out)
 }
 
-/// Keys of a ConfigMap or Secret as files: every key, or the `items` (a missing key is an
-/// error unless `optional`).
-fn keys_payload(
-    data: &BTreeMap<String, Vec<u8>>,
-    items: Option<&[KeyToPath]>,
-    optional: bool,
-    default_mode: u32,
-    what: &str,
-) -> Result<Payload, String> {
-    let mut out = Payload::new();
-    match items {
-        None => {
-            for (k, v) in data {
-                out.insert(
-                    k.clone(),
-                    FileProjection {
-                        data: v.clone(),
-                        mode: default_mode,
-                    },
-                );
-            }
-        }
-        Some(items) => {
-            for (i, item) in items.iter().enumerate() {
-                match data.get(&item.key) {
-                    Some(v) => {
-                        out.insert(
-                            item.path.clone(),
-                            FileProjection {
-                                data: v.clone(),
-                                mode: mode_of(item.mode, default_mode),
-                            },
-                        );
-                    }
-                    None if optional => {}
-                    None => {
-                        return Err(format!(
-                            "items[{i}]: couldn't find key {} in {what}",
-                            item.key
-                        ))
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct TokenKey {
     namespace: String,
@@ -562,15 +486,109 @@ impl std::fmt::Debug for Projector {
 
 /// Which keys of which ConfigMap or Secret a volume source wants.
 struct KeySource<'a> {
-    /// `ConfigMap` or `Secret`.
-    kind: &'static str,
-    ns: &'a str,
     name: &'a str,
     items: Option<&'a [KeyToPath]>,
     optional: bool,
-    default_mode: u32,
-    /// The volume (and source) for error messages.
-    what: &'a str,
+}
+
+impl<'a> KeySource<'a> {
+    fn new(name: &'a str, items: &'a Option<Vec<KeyToPath>>, optional: Option<bool>) -> Self {
+        let (items, optional) = (items.as_deref(), optional.unwrap_or(false));
+        KeySource {
+            name,
+            items,
+            optional,
+        }
+    }
+}
+
+/// One source of a volume's files: a projected volume has several, the others one each.
+enum Source<'a> {
+    Token(&'a ServiceAccountTokenProjection),
+    ConfigMap(KeySource<'a>),
+    Secret(KeySource<'a>),
+    Downward(&'a [DownwardAPIVolumeFile]),
+}
+
+/// The sources of `v`, each with the prefix that names it in the volume (`None`: a kind of
+/// projected source ledgerlet does not write), and the volume's `defaultMode`.
+#[allow(clippy::type_complexity)]
+fn sources(v: &Volume) -> (Option<i32>, Vec<(String, Option<Source<'_>>)>) {
+    let one = |s| vec![(String::new(), Some(s))];
+    fn downward(items: &Option<Vec<DownwardAPIVolumeFile>>) -> Source<'_> {
+        Source::Downward(items.as_deref().unwrap_or_default())
+    }
+    if let Some(proj) = &v.projected {
+        let sources = proj.sources.iter().flatten().enumerate().map(|(j, s)| {
+            let source = if let Some(t) = &s.service_account_token {
+                Some(Source::Token(t))
+            } else if let Some(c) = &s.config_map {
+                Some(Source::ConfigMap(KeySource::new(
+                    &c.name, &c.items, c.optional,
+                )))
+            } else if let Some(c) = &s.secret {
+                Some(Source::Secret(KeySource::new(
+                    &c.name, &c.items, c.optional,
+                )))
+            } else {
+                s.downward_api.as_ref().map(|d| downward(&d.items))
+            };
+            (format!("projected.sources[{j}]."), source)
+        });
+        (proj.default_mode, sources.collect())
+    } else if let Some(c) = &v.config_map {
+        let keys = KeySource::new(&c.name, &c.items, c.optional);
+        (c.default_mode, one(Source::ConfigMap(keys)))
+    } else if let Some(s) = &v.secret {
+        let name = s.secret_name.as_deref().unwrap_or_default();
+        let keys = KeySource::new(name, &s.items, s.optional);
+        (s.default_mode, one(Source::Secret(keys)))
+    } else if let Some(d) = &v.downward_api {
+        (d.default_mode, one(downward(&d.items)))
+    } else {
+        (None, Vec::new())
+    }
+}
+
+/// A ConfigMap or a Secret: an object whose keys a volume projects as files.
+trait KeyObject:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+    /// The source's field in a volume (`configMap`, `secret`).
+    const FIELD: &'static str;
+    /// Its keys and values (a Secret registers its values with `redactor` first).
+    fn keys(self, redactor: &Redactor) -> BTreeMap<String, Vec<u8>>;
+}
+
+impl KeyObject for ConfigMap {
+    const FIELD: &'static str = "configMap";
+    fn keys(self, _: &Redactor) -> BTreeMap<String, Vec<u8>> {
+        let text = self.data.into_iter().flatten();
+        let binary = self.binary_data.into_iter().flatten();
+        text.map(|(k, v)| (k, v.into_bytes()))
+            .chain(binary.map(|(k, v)| (k, v.0)))
+            .collect()
+    }
+}
+
+impl KeyObject for Secret {
+    const FIELD: &'static str = "secret";
+    fn keys(self, redactor: &Redactor) -> BTreeMap<String, Vec<u8>> {
+        let data = self.data.into_iter().flatten();
+        let text = self.string_data.into_iter().flatten();
+        let keys: BTreeMap<String, Vec<u8>> = data
+            .map(|(k, v)| (k, v.0))
+            .chain(text.map(|(k, v)| (k, v.into_bytes())))
+            .collect();
+        // registered before anything else sees them
+        for v in keys.values() {
+            redactor.register(&String::from_utf8_lossy(v));
+        }
+        keys
+    }
 }
 
 impl Projector {
@@ -592,15 +610,10 @@ impl Projector {
     /// Writes every volume of the pod this module owns and, once they are all written,
     /// remembers the pod for the periodic refresh. Returns their host paths by volume name.
     pub async fn prepare(&self, p: &Pod) -> Result<super::volumes::VolumePaths, String> {
-        let has_any = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.volumes.as_ref())
-            .is_some_and(|vs| vs.iter().any(|v| plugin_of(v).is_some()));
-        if !has_any {
-            return Ok(Default::default());
-        }
         let paths = self.write_pod(p, false).await?;
+        if paths.is_empty() {
+            return Ok(paths);
+        }
         let mut st = self.lock();
         let uid = pod::uid_str(p).to_string();
         if !st.pods.contains_key(&uid) && st.pods.len() >= MAX_PODS {
@@ -658,23 +671,15 @@ impl Projector {
             let Some(dir) = volume_path(&self.pods_dir, &uid, v) else {
                 continue;
             };
-            let who = format!(
-                "pod {}/{}: spec.volumes[{i}] (volume {:?})",
-                pod::namespace(p),
-                pod::name(p),
-                v.name
-            );
-            let payload = self
-                .payload(p, v)
-                .await
-                .map_err(|e| format!("{who}: {e}"))?;
+            let err = |e| super::volumes::volume_error(p, i, v, "", e);
+            let payload = self.payload(p, v).await.map_err(err)?;
             // the write and the check that the pod is still wanted are one step, so a
             // refresh never recreates a directory the executor just removed
             let st = self.lock();
             if only_if_remembered && !st.pods.contains_key(&uid) {
                 return Ok(out);
             }
-            write_atomic(&dir, &payload).map_err(|e| format!("{who}: {e}"))?;
+            write_atomic(&dir, &payload).map_err(err)?;
             drop(st);
             out.insert(v.name.clone(), dir);
         }
@@ -691,13 +696,13 @@ impl Projector {
     }
 
     async fn payload(&self, p: &Pod, v: &Volume) -> Result<Payload, String> {
-        let ns = pod::namespace(p).to_string();
-        if let Some(proj) = &v.projected {
-            let default_mode = mode_of(proj.default_mode, DEFAULT_MODE);
-            let mut out = Payload::new();
-            for (j, s) in proj.sources.iter().flatten().enumerate() {
-                let part = if let Some(t) = &s.service_account_token {
-                    let what = format!("projected.sources[{j}].serviceAccountToken");
+        let (mode, sources) = sources(v);
+        let default_mode = mode_of(mode, DEFAULT_MODE);
+        let mut out = Payload::new();
+        for (at, source) in sources {
+            out.extend(match source {
+                Some(Source::Token(t)) => {
+                    let what = format!("{at}serviceAccountToken");
                     let sa = p
                         .spec
                         .as_ref()
@@ -707,177 +712,42 @@ impl Projector {
                     let token = self
                         .token(p, &sa, t.audience.as_deref(), t.expiration_seconds, &what)
                         .await?;
-                    let mut m = Payload::new();
-                    m.insert(
-                        t.path.clone(),
-                        FileProjection {
-                            data: token.into_bytes(),
-                            mode: default_mode,
-                        },
-                    );
-                    m
-                } else if let Some(c) = &s.config_map {
-                    let what = format!("projected.sources[{j}].configMap {:?}", c.name);
-                    self.config_map_payload(
-                        &ns,
-                        &c.name,
-                        c.items.as_deref(),
-                        c.optional.unwrap_or(false),
-                        default_mode,
-                        &what,
-                    )
-                    .await?
-                } else if let Some(sec) = &s.secret {
-                    let what = format!("projected.sources[{j}].secret {:?}", sec.name);
-                    self.secret_payload(
-                        &ns,
-                        &sec.name,
-                        sec.items.as_deref(),
-                        sec.optional.unwrap_or(false),
-                        default_mode,
-                        &what,
-                    )
-                    .await?
-                } else if let Some(d) = &s.downward_api {
-                    downward_payload(p, d.items.as_deref().unwrap_or_default(), default_mode)
-                        .map_err(|e| format!("projected.sources[{j}].downwardAPI: {e}"))?
-                } else {
-                    return Err(format!(
-                        "projected.sources[{j}]: only serviceAccountToken, configMap, secret \
-                         and downwardAPI sources are supported by ledgerlet so far"
-                    ));
-                };
-                out.extend(part);
-            }
-            Ok(out)
-        } else if let Some(c) = &v.config_map {
-            let what = format!("configMap {:?}", c.name);
-            self.config_map_payload(
-                &ns,
-                &c.name,
-                c.items.as_deref(),
-                c.optional.unwrap_or(false),
-                mode_of(c.default_mode, DEFAULT_MODE),
-                &what,
-            )
-            .await
-        } else if let Some(sec) = &v.secret {
-            let name = sec.secret_name.clone().unwrap_or_default();
-            let what = format!("secret {name:?}");
-            self.secret_payload(
-                &ns,
-                &name,
-                sec.items.as_deref(),
-                sec.optional.unwrap_or(false),
-                mode_of(sec.default_mode, DEFAULT_MODE),
-                &what,
-            )
-            .await
-        } else if let Some(d) = &v.downward_api {
-            downward_payload(
-                p,
-                d.items.as_deref().unwrap_or_default(),
-                mode_of(d.default_mode, DEFAULT_MODE),
-            )
-            .map_err(|e| format!("downwardAPI: {e}"))
-        } else {
-            Ok(Payload::new())
+                    let data = token.into_bytes();
+                    let file = FileProjection {
+                        data,
+                        mode: default_mode,
+                    };
+                    Ok(Payload::from([(t.path.clone(), file)]))
+                }
+                Some(Source::ConfigMap(k)) => {
+                    self.keys_of::<ConfigMap>(p, k, default_mode, &at).await
+                }
+                Some(Source::Secret(k)) => self.keys_of::<Secret>(p, k, default_mode, &at).await,
+                Some(Source::Downward(items)) => downward_payload(p, items, default_mode)
+                    .map_err(|e| format!("{at}downwardAPI: {e}")),
+                None => Err(format!(
+                    "{}: only serviceAccountToken, configMap, secret and downwardAPI sources are \
+                     supported by ledgerlet so far",
+                    at.trim_end_matches('.')
+                )),
+            }?);
         }
+        Ok(out)
     }
 
-    async fn config_map_payload(
+    /// The payload of a ConfigMap's or a Secret's keys: every key, or the `items` (a missing
+    /// key is an error unless optional); a missing object is an empty payload when
+    /// optional, an error otherwise. `at` names the source in a projected volume.
+    async fn keys_of<K: KeyObject>(
         &self,
-        ns: &str,
-        name: &str,
-        items: Option<&[KeyToPath]>,
-        optional: bool,
-        default_mode: u32,
-        what: &str,
-    ) -> Result<Payload, String> {
-        let source = KeySource {
-            kind: "ConfigMap",
-            ns,
-            name,
-            items,
-            optional,
-            default_mode,
-            what,
-        };
-        self.keys_of(source, |cm: ConfigMap| {
-            let mut data: BTreeMap<String, Vec<u8>> = cm
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.into_bytes()))
-                .collect();
-            data.extend(
-                cm.binary_data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.0)),
-            );
-            data
-        })
-        .await
-    }
-
-    async fn secret_payload(
-        &self,
-        ns: &str,
-        name: &str,
-        items: Option<&[KeyToPath]>,
-        optional: bool,
-        default_mode: u32,
-        what: &str,
-    ) -> Result<Payload, String> {
-        let source = KeySource {
-            kind: "Secret",
-            ns,
-            name,
-            items,
-            optional,
-            default_mode,
-            what,
-        };
-        self.keys_of(source, |secret: Secret| {
-            let mut data: BTreeMap<String, Vec<u8>> = secret
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.0))
-                .collect();
-            data.extend(
-                secret
-                    .string_data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.into_bytes())),
-            );
-            // registered before anything else sees them
-            for v in data.values() {
-                self.redactor.register(&String::from_utf8_lossy(v));
-            }
-            data
-        })
-        .await
-    }
-
-    /// The payload of a ConfigMap's or a Secret's keys (`keys` reads them from the object):
-    /// a missing object is an empty payload when optional, an error otherwise.
-    async fn keys_of<K>(
-        &self,
+        p: &Pod,
         s: KeySource<'_>,
-        keys: impl FnOnce(K) -> BTreeMap<String, Vec<u8>>,
-    ) -> Result<Payload, String>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        <K as kube::Resource>::DynamicType: Default,
-    {
-        let (kind, ns, name, what) = (s.kind, s.ns, s.name, s.what);
-        let api = self.api(what)?;
+        default_mode: u32,
+        at: &str,
+    ) -> Result<Payload, String> {
+        let (ns, name, kind) = (pod::namespace(p), s.name, K::kind(&()));
+        let what = format!("{at}{} {name:?}", K::FIELD);
+        let api = self.api(&what)?;
         let objects: kube::Api<K> = kube::Api::namespaced(api.client(), ns);
         let found = api
             .call("GET", objects.get_opt(name))
@@ -890,14 +760,33 @@ impl Projector {
             let lower = kind.to_lowercase();
             return Err(format!("{what}: {lower} \"{name}\" not found"));
         };
-        keys_payload(
-            &keys(object),
-            s.items,
-            s.optional,
-            s.default_mode,
-            &format!("{kind} {ns}/{name}"),
-        )
-        .map_err(|e| format!("{what}: {e}"))
+        let data = object.keys(&self.redactor);
+        let file = |data: &Vec<u8>, mode| FileProjection {
+            data: data.clone(),
+            mode: mode_of(mode, default_mode),
+        };
+        let Some(items) = s.items else {
+            return Ok(data
+                .iter()
+                .map(|(k, v)| (k.clone(), file(v, None)))
+                .collect());
+        };
+        let mut out = Payload::new();
+        for (i, item) in items.iter().enumerate() {
+            match data.get(&item.key) {
+                Some(v) => {
+                    out.insert(item.path.clone(), file(v, item.mode));
+                }
+                None if s.optional => {}
+                None => {
+                    return Err(format!(
+                        "{what}: items[{i}]: couldn't find key {} in {kind} {ns}/{name}",
+                        item.key
+                    ))
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// A token for the pod's ServiceAccount, from the cache unless due for a refresh.
@@ -990,6 +879,7 @@ impl Projector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     fn file(data: &str, mode: u32) -> FileProjection {
         FileProjection {
@@ -1217,95 +1107,44 @@ mod tests {
         assert!(proj.lock().pods.is_empty());
     }
 
-    /// A one-shot-per-connection HTTP API server: the token, a ConfigMap, a Secret; 404
-    /// for anything else. Counts TokenRequests.
+    /// An HTTP API server with the token, a ConfigMap and a Secret; 404 for anything else.
+    /// Counts TokenRequests.
     async fn fake_api(
         tokens: Arc<std::sync::atomic::AtomicUsize>,
     ) -> (ApiClient, tempfile::NamedTempFile) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use axum::routing::{get, post};
+        use axum::Json;
+        use serde_json::json;
+        let ns = "/api/v1/namespaces/ns";
+        let token = move || async move {
+            let n = tokens.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Json(json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "metadata": {},
+                "status": {"token": format!("eyJfake.tok3n-value-{n}"),
+                           "expirationTimestamp": "2030-01-01T00:00:00Z"}
+            }))
+        };
+        let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kube-root-ca.crt"},
+            "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nCA\n"}});
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db"},
+            "data": {"password": "aHVudGVyMi1wYXNzd29yZA=="}});
+        let not_found = json!({"apiVersion": "v1", "kind": "Status",
+            "status": "Failure", "reason": "NotFound", "code": 404,
+            "message": "not found"});
+        let app = axum::Router::new()
+            .route(&format!("{ns}/serviceaccounts/default/token"), post(token))
+            .route(
+                &format!("{ns}/configmaps/kube-root-ca.crt"),
+                get(|| async { Json(config_map) }),
+            )
+            .route(&format!("{ns}/secrets/db"), get(|| async { Json(secret) }))
+            .fallback(|| async { (axum::http::StatusCode::NOT_FOUND, Json(not_found)) });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut s, _)) = listener.accept().await else {
-                    return;
-                };
-                let tokens = tokens.clone();
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    let head_end = loop {
-                        let n = s.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break i + 4;
-                        }
-                    };
-                    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| {
-                            let (k, v) = l.split_once(':')?;
-                            k.eq_ignore_ascii_case("content-length")
-                                .then(|| v.trim().parse().ok())?
-                        })
-                        .unwrap_or(0);
-                    while buf.len() < head_end + len {
-                        let n = s.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            break;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                    }
-                    let line = head.lines().next().unwrap_or_default().to_string();
-                    let (code, body) = if line.starts_with("POST")
-                        && line.contains("/serviceaccounts/default/token")
-                    {
-                        let n = tokens.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        (
-                            200,
-                            serde_json::json!({
-                                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                "metadata": {},
-                                "status": {"token": format!("eyJfake.tok3n-value-{n}"),
-                                           "expirationTimestamp": "2030-01-01T00:00:00Z"}
-                            }),
-                        )
-                    } else if line.contains("/configmaps/kube-root-ca.crt") {
-                        (
-                            200,
-                            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                                "metadata": {"name": "kube-root-ca.crt"},
-                                "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nCA\n"}}),
-                        )
-                    } else if line.contains("/secrets/db") {
-                        (
-                            200,
-                            serde_json::json!({"apiVersion": "v1", "kind": "Secret",
-                                "metadata": {"name": "db"},
-                                "data": {"password": "aHVudGVyMi1wYXNzd29yZA=="}}),
-                        )
-                    } else {
-                        (
-                            404,
-                            serde_json::json!({"apiVersion": "v1", "kind": "Status",
-                                "status": "Failure", "reason": "NotFound", "code": 404,
-                                "message": "not found"}),
-                        )
-                    };
-                    let body = body.to_string();
-                    let reply = format!(
-                        "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: \
-                         {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = s.write_all(reply.as_bytes()).await;
-                });
-            }
-        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
         let mut kubeconfig = tempfile::NamedTempFile::new().unwrap();
         std::io::Write::write_all(
             &mut kubeconfig,

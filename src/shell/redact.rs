@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use crate::bounded_map::BoundedMap;
 use std::sync::{Arc, RwLock};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use serde_json::Value;
 
 use crate::core::record::Event;
@@ -149,7 +149,16 @@ fn event_without_text(kind: &str, _event: Event) -> Event {
     })
 }
 
-/// True if a pod's env names a `secretKeyRef` and also carries a value.
+/// True if an env var names a `secretKeyRef` and also carries a value.
+fn is_secret_value(e: &EnvVar) -> bool {
+    let from_secret = e
+        .value_from
+        .as_ref()
+        .is_some_and(|f| f.secret_key_ref.is_some());
+    e.value.is_some() && from_secret
+}
+
+/// True if a pod's env has a [`is_secret_value`] var.
 fn pod_has_secret_env_value(p: &Pod) -> bool {
     p.spec.as_ref().is_some_and(|s| {
         s.containers
@@ -162,26 +171,15 @@ fn pod_has_secret_env_value(p: &Pod) -> bool {
                     .flatten()
                     .flat_map(|c| c.env.iter().flatten()),
             )
-            .any(|e| {
-                e.value.is_some()
-                    && e.value_from
-                        .as_ref()
-                        .is_some_and(|f| f.secret_key_ref.is_some())
-            })
+            .any(is_secret_value)
     })
 }
 
 fn blank_secret_env(p: &mut Pod) {
     let Some(spec) = p.spec.as_mut() else { return };
-    let blank = |env: &mut Option<Vec<k8s_openapi::api::core::v1::EnvVar>>| {
-        for e in env.iter_mut().flatten() {
-            if e.value.is_some()
-                && e.value_from
-                    .as_ref()
-                    .is_some_and(|f| f.secret_key_ref.is_some())
-            {
-                e.value = Some(REDACTED.to_string());
-            }
+    let blank = |env: &mut Option<Vec<EnvVar>>| {
+        for e in env.iter_mut().flatten().filter(|e| is_secret_value(e)) {
+            e.value = Some(REDACTED.to_string());
         }
     };
     for c in spec.containers.iter_mut() {

@@ -188,15 +188,6 @@ pub async fn pod_status(cri: &CriClient, uid: &Uid) -> Result<RuntimePodStatus, 
     Ok(assemble(name, namespace, sbs, cs))
 }
 
-/// A cheap view of one container from `ListContainers` (no exit code or times).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListedContainer {
-    /// Runtime ID.
-    pub id: String,
-    /// Lifecycle state.
-    pub state: ContainerState,
-}
-
 /// A cheap view of one pod: its sandboxes' and containers' IDs and states.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ListedPod {

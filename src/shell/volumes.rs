@@ -37,7 +37,14 @@ pub fn empty_dir_path(pods_dir: &Path, uid: &str, name: &str) -> PathBuf {
         .join(name)
 }
 
-fn volume_error(p: &Pod, i: usize, v: &Volume, field: &str, what: String) -> String {
+/// An error about the `i`-th volume of `p` (`field` under it), naming the pod and the volume.
+pub fn volume_error(
+    p: &Pod,
+    i: usize,
+    v: &Volume,
+    field: &str,
+    what: impl std::fmt::Display,
+) -> String {
     format!(
         "pod {}/{}: spec.volumes[{i}]{field} (volume {:?}): {what}",
         pod::namespace(p),
@@ -57,47 +64,31 @@ pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
         .and_then(|s| s.volumes.as_deref())
         .unwrap_or_default();
     for (i, v) in volumes.iter().enumerate() {
+        let err = |field: &str, what: String| volume_error(p, i, v, field, what);
         let path = if let Some(e) = &v.empty_dir {
             let dir = empty_dir_path(pods_dir, pod::uid_str(p), &v.name);
-            std::fs::create_dir_all(&dir).map_err(|e| {
-                volume_error(
-                    p,
-                    i,
-                    v,
-                    ".emptyDir",
-                    format!("cannot create {}: {e}", dir.display()),
-                )
-            })?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| err(".emptyDir", format!("cannot create {}: {e}", dir.display())))?;
             // world-writable like the kubelet's emptyDir (0777), so any user in the container can use it
             let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777));
             match e.medium.as_deref().unwrap_or("") {
                 "" => {}
                 "Memory" => {
-                    let size = match &e.size_limit {
-                        Some(q) => Some(
-                            crate::core::pod_status::quantity::parse_nanos(&q.0)
-                                .map(|n| (n / 1_000_000_000).max(0))
-                                .ok_or_else(|| {
-                                    volume_error(
-                                        p,
-                                        i,
-                                        v,
-                                        ".emptyDir.sizeLimit",
-                                        format!("{:?} is not a quantity", q.0),
-                                    )
-                                })?,
-                        ),
-                        None => None,
-                    };
-                    mount_tmpfs(&dir, size).map_err(|e| {
-                        volume_error(p, i, v, ".emptyDir.medium", format!("Memory: {e}"))
-                    })?;
+                    let size = e.size_limit.as_ref().map(|q| {
+                        crate::core::pod_status::quantity::parse_nanos(&q.0)
+                            .map(|n| (n / 1_000_000_000).max(0))
+                            .ok_or_else(|| {
+                                err(
+                                    ".emptyDir.sizeLimit",
+                                    format!("{:?} is not a quantity", q.0),
+                                )
+                            })
+                    });
+                    mount_tmpfs(&dir, size.transpose()?)
+                        .map_err(|e| err(".emptyDir.medium", format!("Memory: {e}")))?;
                 }
                 other => {
-                    return Err(volume_error(
-                        p,
-                        i,
-                        v,
+                    return Err(err(
                         ".emptyDir.medium",
                         format!("{other:?} is not supported (\"\" or \"Memory\")"),
                     ))
@@ -109,13 +100,10 @@ pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
             dir
         } else if let Some(h) = &v.host_path {
             check_host_path(Path::new(&h.path), h.type_.as_deref().unwrap_or(""))
-                .map_err(|e| volume_error(p, i, v, ".hostPath.type", e))?;
+                .map_err(|e| err(".hostPath.type", e))?;
             PathBuf::from(&h.path)
         } else {
-            return Err(volume_error(
-                p,
-                i,
-                v,
+            return Err(err(
                 "",
                 "only emptyDir, hostPath, projected, configMap, secret and downwardAPI volumes are \
                  supported by ledgerlet so far"
@@ -132,67 +120,59 @@ pub fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
     let shown = path.display();
     let meta = std::fs::metadata(path);
     let exists = meta.is_ok();
-    let is = |f: &dyn Fn(&std::fs::Metadata) -> bool| meta.as_ref().is_ok_and(f);
-    match type_ {
-        "" => Ok(()),
-        "DirectoryOrCreate" if !exists => std::fs::create_dir_all(path)
-            .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)))
-            .map_err(|e| format!("cannot create directory {shown}: {e}")),
-        "DirectoryOrCreate" | "Directory" => {
-            if !exists {
-                Err(format!(
-                    "hostPath type check failed: {shown} is not a directory (it does not exist)"
-                ))
-            } else if is(&|m| m.is_dir()) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "hostPath type check failed: {shown} is not a directory"
-                ))
-            }
+    let is = |f: fn(&std::fs::Metadata) -> bool| meta.as_ref().is_ok_and(f);
+    // whether the path is of the type, what the type is called, and whether a missing path
+    // is said to be missing
+    let (ok, what, says_missing) = match type_ {
+        "" => return Ok(()),
+        "DirectoryOrCreate" if !exists => {
+            return std::fs::create_dir_all(path)
+                .and_then(|()| {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+                })
+                .map_err(|e| format!("cannot create directory {shown}: {e}"))
         }
-        "FileOrCreate" if !exists => std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|_| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)))
-            .map_err(|e| format!("cannot create file {shown}: {e}")),
-        "FileOrCreate" | "File" => {
-            if !exists {
-                Err(format!(
-                    "hostPath type check failed: {shown} is not a file (it does not exist)"
-                ))
-            } else if is(&|m| m.is_file()) {
-                Ok(())
-            } else {
-                Err(format!("hostPath type check failed: {shown} is not a file"))
-            }
+        "FileOrCreate" if !exists => {
+            return std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|_| {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
+                })
+                .map_err(|e| format!("cannot create file {shown}: {e}"))
         }
-        "Socket" | "CharDevice" | "BlockDevice" => {
-            let ok = is(&|m| {
-                let t = m.file_type();
-                match type_ {
-                    "Socket" => t.is_socket(),
-                    "CharDevice" => t.is_char_device(),
-                    _ => t.is_block_device(),
-                }
-            });
-            if ok {
-                Ok(())
-            } else {
-                let what = match type_ {
-                    "Socket" => "a socket file",
-                    "CharDevice" => "a character device",
-                    _ => "a block device",
-                };
-                Err(format!("hostPath type check failed: {shown} is not {what}"))
-            }
+        "DirectoryOrCreate" | "Directory" => (is(|m| m.is_dir()), "a directory", true),
+        "FileOrCreate" | "File" => (is(|m| m.is_file()), "a file", true),
+        "Socket" => (is(|m| m.file_type().is_socket()), "a socket file", false),
+        "CharDevice" => (
+            is(|m| m.file_type().is_char_device()),
+            "a character device",
+            false,
+        ),
+        "BlockDevice" => (
+            is(|m| m.file_type().is_block_device()),
+            "a block device",
+            false,
+        ),
+        other => {
+            return Err(format!(
+                "{other:?} is not a hostPath type (\"\", DirectoryOrCreate, Directory, \
+                 FileOrCreate, File, Socket, CharDevice, BlockDevice)"
+            ))
         }
-        other => Err(format!(
-            "{other:?} is not a hostPath type (\"\", DirectoryOrCreate, Directory, FileOrCreate, \
-             File, Socket, CharDevice, BlockDevice)"
-        )),
+    };
+    let missing = if says_missing && !exists {
+        " (it does not exist)"
+    } else {
+        ""
+    };
+    if ok {
+        return Ok(());
     }
+    Err(format!(
+        "hostPath type check failed: {shown} is not {what}{missing}"
+    ))
 }
 
 /// True if `dir` is a mount point (listed in /proc/self/mountinfo).

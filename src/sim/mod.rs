@@ -14,7 +14,7 @@
 
 pub mod scenarios;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -140,7 +140,7 @@ pub struct Sim {
     next_order: u64,
     rng: SimRng,
     runtime: BTreeMap<Uid, SimPod>,
-    canceled: BTreeMap<(Uid, u64), ()>,
+    canceled: BTreeSet<(Uid, u64)>,
     /// The last status reported per pod: an unchanged status is reported as the same `Arc`
     /// (as the real shell does), so the ledger shares it.
     reported: BTreeMap<Uid, Arc<RuntimePodStatus>>,
@@ -160,7 +160,7 @@ impl Sim {
             next_order: 0,
             rng: SimRng::new(config.seed),
             runtime: BTreeMap::new(),
-            canceled: BTreeMap::new(),
+            canceled: BTreeSet::new(),
             reported: BTreeMap::new(),
             kube_events: Vec::new(),
             commands: Vec::new(),
@@ -230,7 +230,7 @@ impl Sim {
             let event = match scheduled.item {
                 Item::Input(e) => e,
                 Item::SyncDone(mut f) => {
-                    let canceled = self.canceled.remove(&(f.uid.clone(), f.sync_id)).is_some();
+                    let canceled = self.canceled.remove(&(f.uid.clone(), f.sync_id));
                     if canceled && f.work == WorkType::Sync && f.outcome == SyncOutcome::Ok {
                         f.outcome = SyncOutcome::Canceled;
                     }
@@ -270,29 +270,12 @@ impl Sim {
         let sp = self.runtime.entry(uid.clone()).or_default();
         sp.status.name = name.into();
         sp.status.namespace = namespace.into();
-        sp.status.sandboxes = vec![SandboxStatus {
-            id: format!("sandbox-{uid}"),
-            state: SandboxState::SandboxReady,
-            created_at: now,
-            attempt: 0,
-            ip: Some("10.0.0.9".into()),
-            host_network: false,
-        }];
-        sp.status.containers = vec![ContainerStatus {
-            id: format!("{uid}-leftover"),
-            name: "leftover".into(),
-            state: ContainerState::Running,
-            created_at: now,
-            started_at: Some(now),
-            finished_at: None,
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            image: "busybox".into(),
-            image_ref: String::new(),
-            hash: String::new(),
-            restart_count: 0,
-        }];
+        sp.status.sandboxes = vec![ready_sandbox(uid, "10.0.0.9", now)];
+        sp.status.containers = vec![running_container(
+            format!("{uid}-leftover"),
+            "leftover",
+            now,
+        )];
     }
 
     fn carry_out(&mut self, emitted: Vec<Emitted>) {
@@ -313,8 +296,7 @@ impl Sim {
                     );
                 }
                 Command::RecordEvent(ev) => self.kube_events.push(ev),
-                Command::Node(_) => {}
-                Command::SyncPodStatus(_) => {}
+                Command::Node(_) | Command::SyncPodStatus(_) => {}
                 Command::InspectPod { uid } => {
                     let delay = self.rng.range(self.config.inspect_latency_ms);
                     let status = self.observed(&uid);
@@ -329,7 +311,7 @@ impl Sim {
                     );
                 }
                 Command::CancelSync { uid, sync_id } => {
-                    self.canceled.insert((uid, sync_id), ());
+                    self.canceled.insert((uid, sync_id));
                 }
                 Command::RunProbe(p) => {
                     // simulated containers are healthy: every probe passes
@@ -441,14 +423,9 @@ impl Sim {
         sp.status.name = pod::name(p).into();
         sp.status.namespace = pod::namespace(p).into();
         if sp.status.sandboxes.is_empty() {
-            sp.status.sandboxes.push(SandboxStatus {
-                id: format!("sandbox-{uid}"),
-                state: SandboxState::SandboxReady,
-                created_at: now,
-                attempt: 0,
-                ip: Some("10.0.0.2".into()),
-                host_network: false,
-            });
+            sp.status
+                .sandboxes
+                .push(ready_sandbox(uid, "10.0.0.2", now));
             sp.status.ips = vec!["10.0.0.2".into()];
         }
         let mut started = Vec::new();
@@ -457,41 +434,17 @@ impl Sim {
                 sp.next_container += 1;
                 let id = format!("{uid}-{}", sp.next_container);
                 started.push(id.clone());
-                sp.status.containers.insert(
-                    0,
-                    ContainerStatus {
-                        id,
-                        name: name.clone(),
-                        state: ContainerState::Running,
-                        created_at: now,
-                        started_at: Some(now),
-                        finished_at: None,
-                        exit_code: 0,
-                        reason: String::new(),
-                        message: String::new(),
-                        image: "busybox".into(),
-                        image_ref: String::new(),
-                        hash: String::new(),
-                        restart_count: 0,
-                    },
-                );
+                sp.status
+                    .containers
+                    .insert(0, running_container(id, name, now));
             }
         }
         let terminal = complete_after.is_some_and(|n| sp.syncs >= n);
-        let mut died = Vec::new();
-        if terminal {
-            for c in &mut sp.status.containers {
-                if c.state == ContainerState::Running {
-                    c.state = ContainerState::Exited;
-                    c.finished_at = Some(now);
-                    c.reason = "Completed".into();
-                    died.push(c.id.clone());
-                }
-            }
-            for s in &mut sp.status.sandboxes {
-                s.state = SandboxState::SandboxNotready;
-            }
-        }
+        let died = if terminal {
+            exit_all(&mut sp.status, now, 0, "Completed")
+        } else {
+            Vec::new()
+        };
         self.relist(uid, started, PlegEventKind::ContainerStarted);
         self.relist(uid, died, PlegEventKind::ContainerDied);
         let outcome = if terminal {
@@ -507,19 +460,7 @@ impl Sim {
         let Some(sp) = self.runtime.get_mut(uid) else {
             return;
         };
-        let mut died = Vec::new();
-        for c in &mut sp.status.containers {
-            if c.state == ContainerState::Running {
-                c.state = ContainerState::Exited;
-                c.finished_at = Some(now);
-                c.exit_code = 143;
-                c.reason = "Error".into();
-                died.push(c.id.clone());
-            }
-        }
-        for s in &mut sp.status.sandboxes {
-            s.state = SandboxState::SandboxNotready;
-        }
+        let died = exit_all(&mut sp.status, now, 143, "Error");
         self.relist(uid, died, PlegEventKind::ContainerDied);
     }
 
@@ -552,6 +493,58 @@ impl Sim {
             );
         }
     }
+}
+
+/// The simulated runtime's ready sandbox of a pod.
+fn ready_sandbox(uid: &Uid, ip: &str, now: Time) -> SandboxStatus {
+    SandboxStatus {
+        id: format!("sandbox-{uid}"),
+        state: SandboxState::SandboxReady,
+        created_at: now,
+        attempt: 0,
+        ip: Some(ip.into()),
+        host_network: false,
+    }
+}
+
+/// A container of the simulated runtime, running since `now`.
+fn running_container(id: String, name: &str, now: Time) -> ContainerStatus {
+    ContainerStatus {
+        id,
+        name: name.into(),
+        state: ContainerState::Running,
+        created_at: now,
+        started_at: Some(now),
+        finished_at: None,
+        exit_code: 0,
+        reason: String::new(),
+        message: String::new(),
+        image: "busybox".into(),
+        image_ref: String::new(),
+        hash: String::new(),
+        restart_count: 0,
+    }
+}
+
+/// Every running container exits at `now` with `exit_code` and `reason`, and every sandbox
+/// is no longer ready; the IDs of the containers that exited.
+fn exit_all(status: &mut RuntimePodStatus, now: Time, exit_code: i32, reason: &str) -> Vec<String> {
+    for s in &mut status.sandboxes {
+        s.state = SandboxState::SandboxNotready;
+    }
+    let running = status
+        .containers
+        .iter_mut()
+        .filter(|c| c.state == ContainerState::Running);
+    running
+        .map(|c| {
+            c.state = ContainerState::Exited;
+            c.finished_at = Some(now);
+            c.exit_code = exit_code;
+            c.reason = reason.into();
+            c.id.clone()
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -37,46 +37,31 @@ pub fn to_proto(r: &Record) -> pb::Record {
 /// The NDJSON line of a wire record, byte for byte what the agent's ledger writes (no
 /// trailing newline).
 pub fn line_of(r: &pb::Record) -> String {
-    let mut s = String::with_capacity(96 + r.event_json.len());
-    s.push_str("{\"seq\":");
-    s.push_str(&r.seq.to_string());
-    s.push_str(",\"at\":");
-    push_json_str(&mut s, &r.at);
-    s.push_str(",\"cause\":");
-    match r.cause {
-        Some(c) => s.push_str(&c.to_string()),
-        None => s.push_str("null"),
-    }
-    s.push_str(",\"trace\":");
-    match &r.trace {
-        Some(t) => push_json_str(&mut s, t),
-        None => s.push_str("null"),
-    }
-    s.push_str(",\"kind\":");
-    push_json_str(&mut s, &r.kind);
-    s.push_str(",\"event\":");
-    s.push_str(&r.event_json);
-    s.push('}');
-    s
+    let or_null = |v: Option<String>| v.unwrap_or_else(|| "null".into());
+    format!(
+        "{{\"seq\":{},\"at\":{},\"cause\":{},\"trace\":{},\"kind\":{},\"event\":{}}}",
+        r.seq,
+        json_str(&r.at),
+        or_null(r.cause.map(|c| c.to_string())),
+        or_null(r.trace.as_deref().map(json_str)),
+        json_str(&r.kind),
+        r.event_json
+    )
 }
 
 /// The NDJSON line of a wire snapshot (no trailing newline).
 pub fn snapshot_line_of(s: &pb::Snapshot) -> String {
-    let mut out = String::with_capacity(96 + s.state_json.len());
-    out.push_str("{\"seq\":");
-    out.push_str(&s.seq.to_string());
-    out.push_str(",\"at\":");
-    push_json_str(&mut out, &s.at);
-    out.push_str(",\"cause\":null,\"trace\":null,\"kind\":\"");
-    out.push_str(crate::ledger::codec::SNAPSHOT_KIND);
-    out.push_str("\",\"event\":");
-    out.push_str(&s.state_json);
-    out.push('}');
-    out
+    format!(
+        "{{\"seq\":{},\"at\":{},\"cause\":null,\"trace\":null,\"kind\":\"{}\",\"event\":{}}}",
+        s.seq,
+        json_str(&s.at),
+        crate::ledger::codec::SNAPSHOT_KIND,
+        s.state_json
+    )
 }
 
-fn push_json_str(out: &mut String, s: &str) {
-    out.push_str(&serde_json::to_string(s).expect("a string serialises"));
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises")
 }
 
 #[cfg(test)]

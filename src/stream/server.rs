@@ -19,7 +19,7 @@ use super::cursor::{Cursor, Step, BATCH_RECORDS};
 use super::pb::ledger_server::{Ledger, LedgerServer};
 use super::pb::{self, ExportRequest, ExportResponse, WatchRequest, WatchResponse};
 use super::to_proto;
-use crate::core::pod;
+use crate::core::{pod, Node, Uid};
 use crate::engine::Engine;
 use crate::ledger::filter::{PodSelector, RecordFilter};
 
@@ -70,27 +70,27 @@ pub fn request_filter(
         ));
     }
     if let Some((ns, name)) = filter.name().map(|(a, b)| (a.to_string(), b.to_string())) {
-        let full = pod::build_full_name(&name, &ns);
-        let e = engine.lock().expect("engine");
-        let node = e.node();
-        let mut uids: Vec<_> = node
-            .pod_manager
-            .iter()
-            .filter(|(_, p)| pod::full_name(p) == full)
-            .map(|(u, _)| u.clone())
-            .collect();
-        uids.extend(
-            node.pod_workers
-                .statuses()
-                .filter(|(_, s)| s.fullname == full)
-                .map(|(u, _)| u.clone()),
-        );
-        drop(e);
+        let uids = uids_named(engine.lock().expect("engine").node(), &ns, &name);
         for u in uids {
             filter.know_uid(u);
         }
     }
     Ok(filter)
+}
+
+/// The UIDs the live node knows for the pod `ns/name` (desired, or with a worker).
+pub fn uids_named(node: &Node, ns: &str, name: &str) -> Vec<Uid> {
+    let full = pod::build_full_name(name, ns);
+    let desired = node
+        .pod_manager
+        .iter()
+        .filter(|(_, p)| pod::full_name(p) == full);
+    let working = node
+        .pod_workers
+        .statuses()
+        .filter(|(_, s)| s.fullname == full);
+    let uids = desired.map(|(u, _)| u).chain(working.map(|(u, _)| u));
+    uids.cloned().collect()
 }
 
 #[tonic::async_trait]

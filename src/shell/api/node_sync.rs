@@ -28,16 +28,6 @@ pub struct NodeSync {
     node_uid: Arc<Mutex<Option<String>>>,
 }
 
-fn outcome(r: Result<(), ApiError>) -> NodeSyncOutcome {
-    match r {
-        Ok(()) => NodeSyncOutcome::Ok,
-        Err(e) => NodeSyncOutcome::Failed {
-            code: e.code,
-            message: e.message,
-        },
-    }
-}
-
 impl NodeSync {
     /// A node writer over `api`.
     pub fn new(api: ApiClient) -> NodeSync {
@@ -87,37 +77,25 @@ impl NodeSync {
     }
 
     async fn execute_one(&self, cmd: NodeCommand) -> NodeSyncFinished {
-        match cmd {
-            NodeCommand::Register { node } => NodeSyncFinished {
-                action: NodeAction::Register,
-                uid: None,
-                outcome: outcome(self.register(&node).await),
-            },
+        let (action, uid, r) = match cmd {
+            NodeCommand::Register { node } => {
+                (NodeAction::Register, None, self.register(&node).await)
+            }
             NodeCommand::RenewLease {
                 name,
                 duration_s,
                 renew_time,
-            } => NodeSyncFinished {
-                action: NodeAction::RenewLease,
-                uid: None,
-                outcome: outcome(self.renew_lease(&name, duration_s, renew_time).await),
-            },
+            } => {
+                let r = self.renew_lease(&name, duration_s, renew_time).await;
+                (NodeAction::RenewLease, None, r)
+            }
             NodeCommand::PatchStatus { name, status } => {
                 let nodes: Api<Node> = Api::all(self.api.client());
-                let body = serde_json::json!({ "status": &*status });
-                let r = self
-                    .api
-                    .call(
-                        "PATCH",
-                        nodes.patch_status(&name, &PatchParams::default(), &Patch::Strategic(body)),
-                    )
-                    .await
-                    .map(|_| ());
-                NodeSyncFinished {
-                    action: NodeAction::PatchStatus,
-                    uid: None,
-                    outcome: outcome(r),
-                }
+                let body = Patch::Strategic(serde_json::json!({ "status": &*status }));
+                let params = PatchParams::default();
+                let patch = nodes.patch_status(&name, &params, &body);
+                let r = self.api.call("PATCH", patch).await.map(|_| ());
+                (NodeAction::PatchStatus, None, r)
             }
             NodeCommand::CreateMirrorPod { pod: p } => {
                 let static_uid = p
@@ -125,14 +103,10 @@ impl NodeSync {
                     .annotations
                     .as_ref()
                     .and_then(|a| a.get(pod::CONFIG_MIRROR_ANNOTATION))
-                    .cloned();
+                    .map(crate::core::Uid::new);
                 let mut mirror = (*p).clone();
-                let node_name = p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .unwrap_or_default();
-                mirror.metadata.owner_references = self.owner(&node_name);
+                let node_name = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                mirror.metadata.owner_references = self.owner(node_name.unwrap_or_default());
                 mirror.metadata.uid = None;
                 mirror.metadata.resource_version = None;
                 let pods: Api<Pod> = Api::namespaced(self.api.client(), pod::namespace(&p));
@@ -145,11 +119,7 @@ impl NodeSync {
                     Err(e) if e.is_conflict() => Ok(()), // AlreadyExists: someone was quicker
                     Err(e) => Err(e),
                 };
-                NodeSyncFinished {
-                    action: NodeAction::CreateMirrorPod,
-                    uid: static_uid.map(crate::core::Uid::new),
-                    outcome: outcome(r),
-                }
+                (NodeAction::CreateMirrorPod, static_uid, r)
             }
             NodeCommand::DeleteMirrorPod {
                 namespace,
@@ -170,12 +140,20 @@ impl NodeSync {
                     Err(e) if e.is_not_found() => Ok(()),
                     Err(e) => Err(e),
                 };
-                NodeSyncFinished {
-                    action: NodeAction::DeleteMirrorPod,
-                    uid: Some(uid),
-                    outcome: outcome(r),
-                }
+                (NodeAction::DeleteMirrorPod, Some(uid), r)
             }
+        };
+        let outcome = match r {
+            Ok(()) => NodeSyncOutcome::Ok,
+            Err(e) => NodeSyncOutcome::Failed {
+                code: e.code,
+                message: e.message,
+            },
+        };
+        NodeSyncFinished {
+            action,
+            uid,
+            outcome,
         }
     }
 
