@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::Pod;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::core::record::Record;
-use crate::core::{pod, Node, Uid};
+use crate::core::Node;
 use crate::engine::Engine;
 use crate::ledger::codec;
 use crate::shell::events::EventLog;
@@ -146,25 +146,6 @@ async fn events(State(s): State<HttpState>) -> Response {
     json(serde_json::to_vec(&s.events.snapshot()).expect("serialisable"))
 }
 
-fn resolve_pod(node: &Node, filter: &str) -> Option<Uid> {
-    match filter.split_once('/') {
-        Some((ns, name)) => {
-            let full = pod::build_full_name(name, ns);
-            node.pod_manager
-                .iter()
-                .find(|(_, p)| pod::full_name(p) == full)
-                .map(|(u, _)| u.clone())
-                .or_else(|| {
-                    node.pod_workers
-                        .statuses()
-                        .find(|(_, s)| s.fullname == full)
-                        .map(|(u, _)| u.clone())
-                })
-        }
-        None => Some(Uid::new(filter)),
-    }
-}
-
 fn line(r: &Record) -> Bytes {
     let mut s = codec::encode_record(r);
     s.push('\n');
@@ -191,7 +172,11 @@ async fn ledger(State(s): State<HttpState>, Query(q): Query<HashMap<String, Stri
     let pod_arg = q.get("pod").cloned().unwrap_or_default();
     // a NAMESPACE/NAME must be known to the node (a UID is taken as given)
     if pod_arg.contains('/') {
-        let known = resolve_pod(s.engine.lock().expect("engine").node(), &pod_arg).is_some();
+        let engine = s.engine.lock().expect("engine");
+        let known = (pod_arg.parse().ok())
+            .and_then(|sel| crate::postmortem::diff::resolve(engine.node(), &sel))
+            .is_some();
+        drop(engine);
         if !known {
             return (
                 StatusCode::NOT_FOUND,

@@ -47,6 +47,14 @@ pub fn resolve(node: &Node, sel: &PodSelector) -> Option<Uid> {
     }
 }
 
+/// The selector as a user writes it: the UID, or `namespace/name`.
+pub fn selector_text(sel: &PodSelector) -> String {
+    match sel {
+        PodSelector::Uid(u) => u.to_string(),
+        PodSelector::Name { namespace, name } => format!("{namespace}/{name}"),
+    }
+}
+
 /// The pod's state in `node`, as JSON: `worker`, `api_status`, `runtime`, `probes`.
 pub fn view(node: &Node, uid: &Uid) -> Value {
     let worker = node
@@ -87,17 +95,12 @@ pub fn changes(a: &Value, b: &Value) -> Vec<String> {
     out
 }
 
-fn short(v: Option<&Value>) -> String {
+fn short(v: &Value) -> String {
+    let s = v.to_string();
     match v {
-        None | Some(Value::Null) => "(absent)".into(),
-        Some(v) => {
-            let s = v.to_string();
-            if s.chars().count() > 160 {
-                format!("{}…", s.chars().take(160).collect::<String>())
-            } else {
-                s
-            }
-        }
+        Value::Null => "(absent)".into(),
+        _ if s.chars().count() > 160 => format!("{}…", s.chars().take(160).collect::<String>()),
+        _ => s,
     }
 }
 
@@ -133,17 +136,6 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
         }
     }
     match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-            for k in keys {
-                walk(
-                    &join(k),
-                    x.get(k).unwrap_or(&Value::Null),
-                    y.get(k).unwrap_or(&Value::Null),
-                    out,
-                );
-            }
-        }
         (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
             for (i, (p, q)) in x.iter().zip(y).enumerate() {
                 walk(&format!("{path}[{i}]"), p, q, out);
@@ -152,8 +144,8 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
         _ => out.push(format!(
             "{}: {} -> {}",
             if path.is_empty() { "(pod)" } else { path },
-            short(Some(a)),
-            short(Some(b))
+            short(a),
+            short(b)
         )),
     }
 }
@@ -222,10 +214,7 @@ pub fn diff(
         uid,
     };
     let mut s = String::new();
-    let who = match sel {
-        PodSelector::Uid(u) => u.to_string(),
-        PodSelector::Name { namespace, name } => format!("{namespace}/{name}"),
-    };
+    let who = selector_text(sel);
     let uid_text = second
         .uid
         .as_ref()
