@@ -158,6 +158,14 @@ struct Point {
     view: Value,
 }
 
+impl Point {
+    /// The view of the pod `uid` (if known) in `node`, after record `seq` at `at`.
+    fn of(node: &Node, seq: u64, at: Time, uid: Option<Uid>) -> Point {
+        let view = uid.as_ref().map_or(Value::Null, |u| view(node, u));
+        Point { seq, at, uid, view }
+    }
+}
+
 /// Folds `input` to `seq2` and describes what changed for `sel` since `seq1`.
 pub fn diff(
     input: impl BufRead + Send,
@@ -181,13 +189,7 @@ pub fn diff(
             last_seen = record.seq;
             let selected = filter.matches(record);
             if record.seq == seq1 {
-                let uid = resolve(node, sel);
-                first = Some(Point {
-                    seq: record.seq,
-                    at: record.at,
-                    view: uid.as_ref().map_or(Value::Null, |u| view(node, u)),
-                    uid,
-                });
+                first = Some(Point::of(node, seq1, record.at, resolve(node, sel)));
             } else if record.seq > seq1 && selected {
                 *kinds.entry(record.event.kind()).or_default() += 1;
             }
@@ -207,12 +209,7 @@ pub fn diff(
     }
     let node = &replayed.node;
     let uid = resolve(node, sel).or(first.uid.clone());
-    let second = Point {
-        seq: seq2,
-        at: node.last_at,
-        view: uid.as_ref().map_or(Value::Null, |u| view(node, u)),
-        uid,
-    };
+    let second = Point::of(node, seq2, node.last_at, uid);
     let mut s = String::new();
     let who = selector_text(sel);
     let uid_text = second

@@ -18,6 +18,8 @@ use crate::ledger::DecodeError;
 
 pub mod ahead;
 
+use super::restarts;
+
 /// Where to stop folding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Until {
@@ -86,7 +88,7 @@ pub struct Replayed {
     /// The seq the replay started after (the snapshot's seq, or 0).
     pub base_seq: u64,
     /// Container kills and the probe records behind them, from the records folded.
-    pub kills: crate::postmortem::restarts::KillLog,
+    pub kills: restarts::KillLog,
 }
 
 /// Folds the ledger read from `input` until `until` (or the end).
@@ -242,17 +244,6 @@ pub struct Flags {
     pub pending: Option<&'static str>,
 }
 
-fn pod_label(status: &PodSyncStatus) -> String {
-    match status.last_pod() {
-        Some(p) => format!(
-            "{}/{}",
-            crate::core::pod::namespace(p),
-            crate::core::pod::name(p)
-        ),
-        None => status.fullname.clone(),
-    }
-}
-
 fn activity_label(a: &WorkerActivity) -> String {
     match a {
         WorkerActivity::Idle => "idle".into(),
@@ -280,7 +271,7 @@ pub fn worker_views<'a>(node: &'a Node, filter: Option<&PodFilter>) -> Vec<Worke
         .filter(|(uid, s)| filter.is_none_or(|f| shows(f, uid, s)))
         .map(|(uid, s)| WorkerView {
             uid,
-            pod: pod_label(s),
+            pod: (s.last_pod()).map_or_else(|| s.fullname.clone(), |p| restarts::pod_name(p)),
             state: s.state().as_str(),
             activity: activity_label(&s.activity),
             flags: Flags {
@@ -343,7 +334,7 @@ pub struct PodKills<'a> {
     /// `namespace/name`, if known.
     pub pod: Option<&'a str>,
     /// The kills, oldest first.
-    pub kills: &'a [crate::postmortem::restarts::Kill],
+    pub kills: &'a [restarts::Kill],
 }
 
 /// The pods `filter` selects (as workers, or as pods with recorded kills), with their kills.
@@ -458,7 +449,7 @@ pub fn render_table(r: &Replayed, filter: Option<&PodFilter>) -> String {
                 p.pod.unwrap_or("?"),
                 p.uid
             );
-            out.push_str(&crate::postmortem::restarts::render(p.kills, "  "));
+            out.push_str(&restarts::render(p.kills, "  "));
         }
     }
     out
