@@ -177,11 +177,8 @@ async fn bind_socket(path: &Path) -> Result<UnixListener, RuntimeError> {
             std::fs::remove_file(path).map_err(io_err("removing stale socket", path))?;
         }
         Ok(_) => {
-            return Err(RuntimeError::Io {
-                what: "refusing to replace non-socket file",
-                path: path.to_path_buf(),
-                source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-            })
+            let exists = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
+            return Err(io_err("refusing to replace non-socket file", path)(exists));
         }
         Err(_) => {}
     }
