@@ -44,7 +44,6 @@ pub struct Entry {
     pub text: String,
 }
 
-#[derive(Clone)]
 struct Exit {
     code: i32,
     reason: String,
@@ -189,14 +188,10 @@ impl Facts {
         self.kill_log.observe(r);
         let rec = r.seq;
         if !about {
-            if let Event::NodeShutdown(_) = &r.event {
-                if !self.uids.is_empty() {
-                    let text = "every pod is stopped";
-                    self.push(
-                        r,
-                        format!("the node began shutting down (record {rec}): {text}"),
-                    );
-                }
+            if matches!(r.event, Event::NodeShutdown(_)) && !self.uids.is_empty() {
+                let text =
+                    format!("the node began shutting down (record {rec}): every pod is stopped");
+                self.push(r, text);
             }
             return;
         }
