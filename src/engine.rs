@@ -33,7 +33,6 @@ pub const MAX_DERIVED_PER_INPUT: usize = 100_000;
 pub struct Engine {
     ledger: Ledger<Node>,
     node: Node,
-    snapshot_requests: u64,
     observer: FoldObserver,
     /// The durable ledger, when `--ledger-dir` is set: every record and snapshot goes to it.
     durable: Option<DurableWriter<Node>>,
@@ -45,7 +44,6 @@ impl Engine {
         Engine {
             ledger: Ledger::new(config, 0),
             node: Node::default(),
-            snapshot_requests: 0,
             observer: FoldObserver::default(),
             durable: None,
         }
@@ -93,7 +91,6 @@ impl Engine {
         Engine {
             ledger: Ledger::resume(config, snapshot, records),
             node,
-            snapshot_requests: 0,
             observer: FoldObserver::default(),
             durable,
         }
@@ -145,7 +142,6 @@ impl Engine {
             let commands = self.observer.fold(&mut self.node, &record, opened);
             let durable_wants = self.durable.as_ref().is_some_and(|d| d.wants_snapshot());
             if self.ledger.wants_snapshot() || durable_wants {
-                self.snapshot_requests += 1;
                 self.ledger.store_snapshot(Arc::new(self.node.clone()));
                 if let (Some(d), Some(s)) = (&self.durable, self.ledger.snapshots().last()) {
                     d.snapshot(s.clone());

@@ -19,51 +19,33 @@ use std::time::Duration;
 use ledgerlet::shell::prober::health::health_check_response::ServingStatus;
 use ledgerlet::shell::prober::health::health_server::{Health, HealthServer};
 use ledgerlet::shell::prober::health::{HealthCheckRequest, HealthCheckResponse};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
-#[derive(Clone, Default)]
+/// A probe target for the embedded runtime: HTTP, TCP and gRPC health on 127.0.0.1.
+#[derive(clap::Parser)]
+#[command(name = "ledgerlet-probe-target")]
 struct Opts {
+    /// Serve HTTP on this port.
+    #[arg(long, value_name = "PORT")]
     http: Option<u16>,
+    /// Accept TCP connections on this port while healthy.
+    #[arg(long, value_name = "PORT")]
     tcp: Option<u16>,
+    /// Serve gRPC health checks on this port.
+    #[arg(long, value_name = "PORT")]
     grpc: Option<u16>,
+    /// Healthy while this file exists (always, without it).
+    #[arg(long, value_name = "PATH")]
     healthy_file: Option<PathBuf>,
+    /// Keep serving this long after SIGTERM.
+    #[arg(long, value_name = "N", default_value_t = 0)]
     term_delay_ms: u64,
 }
 
-fn usage(msg: &str) -> ! {
-    eprintln!(
-        "ledgerlet-probe-target: {msg}\nusage: ledgerlet-probe-target [--http PORT] [--tcp PORT] [--grpc PORT] [--healthy-file PATH] [--term-delay-ms N]"
-    );
+/// A port that cannot be served: said on stderr, exit code 2.
+fn fail(msg: &str) -> ! {
+    eprintln!("ledgerlet-probe-target: {msg}");
     std::process::exit(2)
-}
-
-fn parse() -> Opts {
-    let mut o = Opts::default();
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args
-            .next()
-            .unwrap_or_else(|| usage(&format!("{flag} needs a value")));
-        let port = || {
-            value
-                .parse::<u16>()
-                .unwrap_or_else(|_| usage(&format!("{flag}: not a port: {value}")))
-        };
-        match flag.as_str() {
-            "--http" => o.http = Some(port()),
-            "--tcp" => o.tcp = Some(port()),
-            "--grpc" => o.grpc = Some(port()),
-            "--healthy-file" => o.healthy_file = Some(PathBuf::from(&value)),
-            "--term-delay-ms" => {
-                o.term_delay_ms = value
-                    .parse()
-                    .unwrap_or_else(|_| usage(&format!("{flag}: not a number: {value}")))
-            }
-            _ => usage(&format!("unknown flag {flag}")),
-        }
-    }
-    o
 }
 
 fn healthy(o: &Opts) -> bool {
@@ -71,54 +53,31 @@ fn healthy(o: &Opts) -> bool {
 }
 
 async fn serve_http(o: Arc<Opts>, port: u16) {
+    use axum::http::{header, HeaderMap, StatusCode, Uri};
+    use axum::response::IntoResponse;
     let listener = TcpListener::bind(("127.0.0.1", port))
         .await
-        .unwrap_or_else(|e| usage(&format!("--http {port}: {e}")));
-    loop {
-        let Ok((conn, _)) = listener.accept().await else {
-            continue;
-        };
+        .unwrap_or_else(|e| fail(&format!("--http {port}: {e}")));
+    let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap| {
         let o = o.clone();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(conn);
-            let mut line = String::new();
-            if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
-                return;
+        async move {
+            let agent = headers
+                .get(header::USER_AGENT)
+                .map(|v| v.to_str().unwrap_or("?"));
+            println!("GET {uri} user-agent={}", agent.unwrap_or(""));
+            let found = |to, body| (StatusCode::FOUND, [(header::LOCATION, to)], body);
+            match uri.path() {
+                "/healthz" if healthy(&o) => (StatusCode::OK, "ok").into_response(),
+                "/healthz" => (StatusCode::INTERNAL_SERVER_ERROR, "unhealthy").into_response(),
+                "/redirect" => found("/healthz", "").into_response(),
+                "/away" => found("http://example.invalid/", "elsewhere").into_response(),
+                _ => StatusCode::NOT_FOUND.into_response(),
             }
-            let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-            let mut agent = String::new();
-            loop {
-                let mut h = String::new();
-                if reader.read_line(&mut h).await.unwrap_or(0) == 0 || h.trim().is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = h.trim_end().split_once(':') {
-                    if k.eq_ignore_ascii_case("user-agent") {
-                        agent = v.trim().to_string();
-                    }
-                }
-            }
-            println!("GET {path} user-agent={agent}");
-            let (status, location, body) = match path.as_str() {
-                "/healthz" if healthy(&o) => ("200 OK", None, "ok"),
-                "/healthz" => ("500 Internal Server Error", None, "unhealthy"),
-                "/redirect" => ("302 Found", Some("/healthz"), ""),
-                "/away" => ("302 Found", Some("http://example.invalid/"), "elsewhere"),
-                _ => ("404 Not Found", None, ""),
-            };
-            let mut out = format!(
-                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
-                body.len()
-            );
-            if let Some(l) = location {
-                out.push_str(&format!("Location: {l}\r\n"));
-            }
-            out.push_str("\r\n");
-            out.push_str(body);
-            let mut conn = reader.into_inner();
-            let _ = conn.write_all(out.as_bytes()).await;
-            let _ = conn.shutdown().await;
-        });
+        }
+    });
+    if let Err(e) = axum::serve(listener, app).await {
+        eprintln!("HTTP server: {e}");
+        std::process::exit(1);
     }
 }
 
@@ -130,7 +89,7 @@ async fn serve_tcp(o: Arc<Opts>, port: u16) {
         }
         let listener = TcpListener::bind(("127.0.0.1", port))
             .await
-            .unwrap_or_else(|e| usage(&format!("--tcp {port}: {e}")));
+            .unwrap_or_else(|e| fail(&format!("--tcp {port}: {e}")));
         while healthy(&o) {
             if let Ok(Ok((conn, _))) =
                 tokio::time::timeout(Duration::from_millis(100), listener.accept()).await
@@ -177,7 +136,7 @@ impl Health for SwitchableHealth {
 async fn serve_grpc(o: Arc<Opts>, port: u16) {
     let listener = TcpListener::bind(("127.0.0.1", port))
         .await
-        .unwrap_or_else(|e| usage(&format!("--grpc {port}: {e}")));
+        .unwrap_or_else(|e| fail(&format!("--grpc {port}: {e}")));
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     if let Err(e) = tonic::transport::Server::builder()
         .add_service(HealthServer::new(SwitchableHealth(o)))
@@ -191,7 +150,7 @@ async fn serve_grpc(o: Arc<Opts>, port: u16) {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let o = Arc::new(parse());
+    let o = Arc::new(<Opts as clap::Parser>::parse());
     if let Some(p) = o.http {
         tokio::spawn(serve_http(o.clone(), p));
     }

@@ -1,7 +1,6 @@
 //! `ledgerlet explain FILE --pod NS/NAME` and `ledgerlet diff FILE SEQ1 SEQ2 --pod NS/NAME`:
 //! offline readings of one pod in a ledger.
 
-use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,7 +8,7 @@ use clap::Args;
 
 use crate::ledger::filter::PodSelector;
 use crate::postmortem::replay::Until;
-use crate::postmortem::{diff, explain, progress};
+use crate::postmortem::{diff, explain};
 
 #[derive(Args, Debug)]
 pub struct ExplainArgs {
@@ -36,30 +35,13 @@ pub struct DiffArgs {
     pod: PodSelector,
 }
 
-fn print(text: &str, cmd: &str) -> ExitCode {
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
-            eprintln!("ledgerlet {cmd}: writing output: {e}");
-            ExitCode::from(1)
-        }
-        _ => ExitCode::SUCCESS,
-    }
-}
-
 pub fn explain(args: ExplainArgs) -> ExitCode {
-    let input = match progress::open_with_progress(&args.file) {
+    let input = match super::open_ledger(&args.file, "explain") {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!(
-                "ledgerlet explain: cannot open {}: {e}",
-                args.file.display()
-            );
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     match explain::explain(input, &args.pod, args.until) {
-        Ok(text) => print(&text, "explain"),
+        Ok(text) => super::print(&text, "explain"),
         Err(e) => {
             eprintln!("ledgerlet explain: {}: {e}", args.file.display());
             ExitCode::from(2)
@@ -68,15 +50,12 @@ pub fn explain(args: ExplainArgs) -> ExitCode {
 }
 
 pub fn diff(args: DiffArgs) -> ExitCode {
-    let input = match progress::open_with_progress(&args.file) {
+    let input = match super::open_ledger(&args.file, "diff") {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!("ledgerlet diff: cannot open {}: {e}", args.file.display());
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     match diff::diff(input, args.seq1, args.seq2, &args.pod) {
-        Ok(text) => print(&text, "diff"),
+        Ok(text) => super::print(&text, "diff"),
         Err(e) => {
             eprintln!("ledgerlet diff: {}: {e}", args.file.display());
             ExitCode::from(2)

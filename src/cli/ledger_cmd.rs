@@ -78,22 +78,10 @@ pub struct ExportArgs {
     since: u64,
 }
 
-fn runtime() -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            eprintln!("ledgerlet ledger: cannot start the async runtime: {e}");
-            None
-        }
-    }
-}
-
 pub fn run(cmd: LedgerCmd) -> ExitCode {
-    let Some(rt) = runtime() else {
-        return ExitCode::from(1);
+    let rt = match super::async_runtime("ledger", false) {
+        Ok(rt) => rt,
+        Err(code) => return code,
     };
     match cmd {
         LedgerCmd::Tail(a) => rt.block_on(tail(a)),

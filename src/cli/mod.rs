@@ -13,6 +13,8 @@ mod run_cmd;
 mod runtime_cmd;
 mod tracing_args;
 
+use std::io::{self, BufRead, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -54,4 +56,39 @@ pub fn main() -> ExitCode {
         Cmd::Explain(args) => explain_cmd::explain(args),
         Cmd::Diff(args) => explain_cmd::diff(args),
     }
+}
+
+/// Writes `text` to stdout for `ledgerlet <cmd>`; a closed pipe (`| head`) is not a failure.
+fn print(text: &str, cmd: &str) -> ExitCode {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            eprintln!("ledgerlet {cmd}: writing output: {e}");
+            ExitCode::from(1)
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+/// Opens the ledger input of `ledgerlet <cmd>` (with a progress bar on a terminal); when it
+/// cannot, says so and returns exit code 2.
+fn open_ledger(path: &Path, cmd: &str) -> Result<Box<dyn BufRead + Send>, ExitCode> {
+    crate::postmortem::progress::open_with_progress(path).map_err(|e| {
+        eprintln!("ledgerlet {cmd}: cannot open {}: {e}", path.display());
+        ExitCode::from(2)
+    })
+}
+
+/// The async runtime of `ledgerlet <cmd>` (all threads when `multi_thread`); when it cannot
+/// start, says so and returns exit code 1.
+fn async_runtime(cmd: &str, multi_thread: bool) -> Result<tokio::runtime::Runtime, ExitCode> {
+    let mut builder = if multi_thread {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("ledgerlet {cmd}: cannot start the async runtime: {e}");
+        ExitCode::from(1)
+    })
 }

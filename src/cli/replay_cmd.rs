@@ -1,6 +1,5 @@
 //! `ledgerlet replay FILE [--until SEQ|RFC3339] [--pod UID|NAMESPACE/NAME] [--format table|json]`.
 
-use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,12 +35,9 @@ pub struct ReplayArgs {
 }
 
 pub fn run(args: ReplayArgs) -> ExitCode {
-    let file = match crate::postmortem::progress::open_with_progress(&args.file) {
+    let file = match super::open_ledger(&args.file, "replay") {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("ledgerlet replay: cannot open {}: {e}", args.file.display());
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     if args.verify {
         return verify(file, &args);
@@ -57,17 +53,7 @@ pub fn run(args: ReplayArgs) -> ExitCode {
         Format::Table => render_table(&replayed, args.pod.as_ref()),
         Format::Json => render_json(&replayed, args.pod.as_ref()),
     };
-    let mut stdout = io::stdout().lock();
-    if let Err(e) = stdout
-        .write_all(text.as_bytes())
-        .and_then(|_| stdout.flush())
-    {
-        if e.kind() != io::ErrorKind::BrokenPipe {
-            eprintln!("ledgerlet replay: writing output: {e}");
-            return ExitCode::from(1);
-        }
-    }
-    ExitCode::SUCCESS
+    super::print(&text, "replay")
 }
 
 fn verify(file: impl std::io::BufRead + Send, args: &ReplayArgs) -> ExitCode {

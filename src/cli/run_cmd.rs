@@ -169,34 +169,19 @@ pub struct RunArgs {
     tracing: super::tracing_args::TracingArgs,
 }
 
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    let name = if ok {
-        String::from_utf8_lossy(&buf[..end]).to_lowercase()
-    } else {
-        String::new()
-    };
-    if name.is_empty() {
-        "localhost".into()
-    } else {
-        name
-    }
-}
-
 pub fn run(args: RunArgs) -> ExitCode {
-    let node_name = args
-        .node_name
-        .clone()
-        .unwrap_or_else(hostname)
-        .to_lowercase();
+    let host = crate::shell::machine::system_hostname();
+    let node_name = match &args.node_name {
+        Some(name) => name.to_lowercase(),
+        None if host.is_empty() => "localhost".into(),
+        None => host.clone(),
+    };
     // the recorder first: the tracing pipeline registers its queue metrics when it starts
     crate::observe::metrics::install();
     if let Err(e) = args.tracing.init(
         "ledgerlet",
         &node_name,
-        &crate::shell::machine::system_hostname(),
+        &host,
         &args.log_level,
         matches!(args.log_format, LogFormat::Json),
     ) {
@@ -293,15 +278,9 @@ pub fn run(args: RunArgs) -> ExitCode {
                 ..crate::ledger::durable::DurableConfig::new(dir)
             }),
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match super::async_runtime("run", true) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ledgerlet run: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     use crate::postmortem::flight_recorder;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -47,15 +47,9 @@ pub fn run(cmd: RuntimeCmd) -> ExitCode {
             .map(|p| p.join("ledgerlet-runtime"))
             .unwrap_or_else(|| PathBuf::from("ledgerlet-runtime"))
     });
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match super::async_runtime("runtime serve", true) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ledgerlet runtime serve: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let result = rt.block_on(async {
         let shutdown = async {

@@ -64,10 +64,9 @@ impl TracingArgs {
         }
         let protocol = otel::protocol(self.tracing_protocol.as_deref(), &env)?;
         otel::check_headers(&env)?;
-        let endpoint = match &self.tracing_endpoint {
-            Some(e) => Some(otel::flag_endpoint(e, protocol)?),
-            None => None,
-        };
+        let endpoint = (self.tracing_endpoint.as_deref())
+            .map(|e| otel::flag_endpoint(e, protocol))
+            .transpose()?;
         let gzip = match self.tracing_compression.as_deref().map(str::trim) {
             None => None,
             Some("gzip") => Some(true),
@@ -110,10 +109,7 @@ impl TracingArgs {
         json: bool,
     ) -> Result<(), otel::TracingError> {
         let config = self.config(service, node_name, host_name)?;
-        let tracing = match &config {
-            Some(cfg) => Some(otel::install(cfg)?),
-            None => None,
-        };
+        let tracing = config.as_ref().map(otel::install).transpose()?;
         crate::observe::logging::init(log_level, json, tracing.map(|t| t.tracer()));
         if let Some(cfg) = config {
             let endpoint = cfg

@@ -108,8 +108,8 @@ impl CriError {
     }
 }
 
-/// The gRPC service of a CRI method and the kubelet's `operation_type` label for it
-/// (`pkg/kubelet/kuberuntime/instrumented_services.go`).
+/// The gRPC service of a CRI method this client calls and the kubelet's `operation_type`
+/// label for it (`pkg/kubelet/kuberuntime/instrumented_services.go`).
 pub fn operation(method: &str) -> (&'static str, &'static str) {
     const RT: &str = "runtime.v1.RuntimeService";
     const IMG: &str = "runtime.v1.ImageService";
@@ -127,18 +127,8 @@ pub fn operation(method: &str) -> (&'static str, &'static str) {
         "RemoveContainer" => (RT, "remove_container"),
         "ListContainers" => (RT, "list_containers"),
         "ContainerStatus" => (RT, "container_status"),
-        "UpdateContainerResources" => (RT, "update_container"),
-        "ReopenContainerLog" => (RT, "reopen_container_log"),
         "ExecSync" => (RT, "exec_sync"),
-        "Exec" => (RT, "exec"),
-        "Attach" => (RT, "attach"),
-        "PortForward" => (RT, "port_forward"),
-        "ContainerStats" => (RT, "container_stats"),
-        "ListContainerStats" => (RT, "list_container_stats"),
-        "PodSandboxStats" => (RT, "podsandbox_stats"),
-        "ListPodSandboxStats" => (RT, "list_podsandbox_stats"),
         "UpdateRuntimeConfig" => (RT, "update_runtime_config"),
-        "GetContainerEvents" => (RT, "get_container_events"),
         "ListImages" => (IMG, "list_images"),
         "ImageStatus" => (IMG, "image_status"),
         "PullImage" => (IMG, "pull_image"),
@@ -165,6 +155,31 @@ pub(crate) fn parse_unix_endpoint(endpoint: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(path))
 }
 
+/// Calls `$method` (the CRI name `$name`) on the `$service` client through [`CriClient::call`],
+/// with the request timeout as deadline unless one is given.
+macro_rules! rpc {
+    ($self:ident, $service:ident . $method:ident, $name:literal, $req:expr) => {
+        rpc!(
+            $self,
+            $service.$method,
+            $name,
+            $req,
+            $self.default_deadline()
+        )
+    };
+    ($self:ident, $service:ident . $method:ident, $name:literal, $req:expr, $deadline:expr) => {{
+        let mut c = $self.$service.clone();
+        $self
+            .call(
+                $name,
+                $deadline,
+                $req,
+                |r| async move { c.$method(r).await },
+            )
+            .await
+    }};
+}
+
 /// A client for one CRI runtime (RuntimeService + ImageService) on a unix
 /// socket. Cheap to clone; clones share one HTTP/2 connection.
 #[derive(Clone, Debug)]
@@ -186,52 +201,37 @@ impl CriClient {
             reason,
         })?;
         let shown = format!("unix://{}", path.display());
+        let failed = |reason: String| CriError::Connect {
+            endpoint: shown.clone(),
+            reason,
+        };
         match std::fs::metadata(&path) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(CriError::Connect {
-                    endpoint: shown,
-                    reason: "socket file does not exist (is the container runtime running?)".into(),
-                })
+                let reason = "socket file does not exist (is the container runtime running?)";
+                return Err(failed(reason.into()));
             }
-            Err(e) => {
-                return Err(CriError::Connect {
-                    endpoint: shown,
-                    reason: format!("cannot stat socket: {e}"),
-                })
-            }
+            Err(e) => return Err(failed(format!("cannot stat socket: {e}"))),
         }
 
         // The URI is only used for the :authority header; the connector below
         // ignores it and dials the socket.
-        let ep = Endpoint::from_static("http://localhost")
-            .connect_timeout(Duration::from_millis(options.connect_timeout_ms.max(1)));
+        let timeout = Duration::from_millis(options.connect_timeout_ms.max(1));
+        let ep = Endpoint::from_static("http://localhost").connect_timeout(timeout);
         let sock: std::sync::Arc<Path> = path.into();
         let connector = tower::service_fn(move |_: Uri| {
             let sock = sock.clone();
             async move { UnixStream::connect(&*sock).await.map(TokioIo::new) }
         });
-        let connect = ep.connect_with_connector(connector);
-        let channel = match tokio::time::timeout(
-            Duration::from_millis(options.connect_timeout_ms.max(1)),
-            connect,
-        )
-        .await
-        {
-            Ok(Ok(ch)) => ch,
-            Ok(Err(e)) => {
-                return Err(CriError::Connect {
-                    endpoint: shown,
-                    reason: crate::error_chain::error_chain(&e),
-                })
-            }
-            Err(_) => {
-                return Err(CriError::Connect {
-                    endpoint: shown,
-                    reason: format!("timed out after {} ms", options.connect_timeout_ms),
-                })
-            }
-        };
+        let channel =
+            match tokio::time::timeout(timeout, ep.connect_with_connector(connector)).await {
+                Ok(Ok(ch)) => ch,
+                Ok(Err(e)) => return Err(failed(crate::error_chain::error_chain(&e))),
+                Err(_) => {
+                    let reason = format!("timed out after {} ms", options.connect_timeout_ms);
+                    return Err(failed(reason));
+                }
+            };
         Ok(Self {
             runtime: RuntimeServiceClient::new(channel.clone())
                 .max_decoding_message_size(MAX_MESSAGE_SIZE),
@@ -311,12 +311,7 @@ impl CriClient {
         span.record("rpc.grpc.status_code", code as i64);
         result
             .map(tonic::Response::into_inner)
-            .map_err(|s| CriError::Rpc {
-                method,
-                endpoint: self.endpoint.clone(),
-                code: s.code(),
-                message: s.message().to_string(),
-            })
+            .map_err(|s| self.rpc_error(method, s))
     }
 
     async fn call_with_deadline<Req, Resp, F, Fut>(
@@ -355,49 +350,54 @@ impl CriClient {
         }
     }
 
+    /// The `CriError` of a failed `method`.
+    fn rpc_error(&self, method: &'static str, s: tonic::Status) -> CriError {
+        CriError::Rpc {
+            method,
+            endpoint: self.endpoint.clone(),
+            code: s.code(),
+            message: s.message().to_string(),
+        }
+    }
+
     // ----- RuntimeService -------------------------------------------------
 
     /// `Version`: runtime name, version and API version.
     pub async fn version(&self) -> Result<v1::VersionResponse, CriError> {
-        let mut c = self.runtime.clone();
-        let req = v1::VersionRequest {
-            version: "0.1.0".into(),
-        };
-        self.call("Version", self.default_deadline(), req, |r| async move {
-            c.version(r).await
-        })
-        .await
+        let version = "0.1.0".into();
+        rpc!(
+            self,
+            runtime.version,
+            "Version",
+            v1::VersionRequest { version }
+        )
     }
 
     /// `Status`: runtime conditions (RuntimeReady, NetworkReady, ...).
     pub async fn status(&self, verbose: bool) -> Result<v1::StatusResponse, CriError> {
-        let mut c = self.runtime.clone();
-        let req = v1::StatusRequest { verbose };
-        self.call("Status", self.default_deadline(), req, |r| async move {
-            c.status(r).await
-        })
-        .await
+        rpc!(
+            self,
+            runtime.status,
+            "Status",
+            v1::StatusRequest { verbose }
+        )
     }
 
     /// `UpdateRuntimeConfig` with the node's pod CIDRs (comma-separated), as the kubelet's
     /// `UpdatePodCIDR` does.
     pub async fn update_runtime_config(&self, pod_cidr: &str) -> Result<(), CriError> {
-        let mut c = self.runtime.clone();
-        let req = v1::UpdateRuntimeConfigRequest {
-            runtime_config: Some(v1::RuntimeConfig {
-                network_config: Some(v1::NetworkConfig {
-                    pod_cidr: pod_cidr.to_string(),
-                }),
-            }),
-        };
-        self.call(
+        let network_config = Some(v1::NetworkConfig {
+            pod_cidr: pod_cidr.to_string(),
+        });
+        let runtime_config = Some(v1::RuntimeConfig { network_config });
+        let req = v1::UpdateRuntimeConfigRequest { runtime_config };
+        rpc!(
+            self,
+            runtime.update_runtime_config,
             "UpdateRuntimeConfig",
-            self.default_deadline(),
-            req,
-            |r| async move { c.update_runtime_config(r).await },
+            req
         )
-        .await
-        .map(|_| ())
+        .map(drop)
     }
 
     /// `RunPodSandbox`: returns the new sandbox id.
@@ -406,51 +406,25 @@ impl CriClient {
         config: v1::PodSandboxConfig,
         runtime_handler: &str,
     ) -> Result<String, CriError> {
-        let mut c = self.runtime.clone();
         let req = v1::RunPodSandboxRequest {
             config: Some(config),
             runtime_handler: runtime_handler.to_string(),
         };
-        self.call(
-            "RunPodSandbox",
-            self.default_deadline(),
-            req,
-            |r| async move { c.run_pod_sandbox(r).await },
-        )
-        .await
-        .map(|r| r.pod_sandbox_id)
+        rpc!(self, runtime.run_pod_sandbox, "RunPodSandbox", req).map(|r| r.pod_sandbox_id)
     }
 
     /// `StopPodSandbox`.
     pub async fn stop_pod_sandbox(&self, pod_sandbox_id: &str) -> Result<(), CriError> {
-        let mut c = self.runtime.clone();
-        let req = v1::StopPodSandboxRequest {
-            pod_sandbox_id: pod_sandbox_id.to_string(),
-        };
-        self.call(
-            "StopPodSandbox",
-            self.default_deadline(),
-            req,
-            |r| async move { c.stop_pod_sandbox(r).await },
-        )
-        .await
-        .map(|_| ())
+        let pod_sandbox_id = pod_sandbox_id.to_string();
+        let req = v1::StopPodSandboxRequest { pod_sandbox_id };
+        rpc!(self, runtime.stop_pod_sandbox, "StopPodSandbox", req).map(drop)
     }
 
     /// `RemovePodSandbox`.
     pub async fn remove_pod_sandbox(&self, pod_sandbox_id: &str) -> Result<(), CriError> {
-        let mut c = self.runtime.clone();
-        let req = v1::RemovePodSandboxRequest {
-            pod_sandbox_id: pod_sandbox_id.to_string(),
-        };
-        self.call(
-            "RemovePodSandbox",
-            self.default_deadline(),
-            req,
-            |r| async move { c.remove_pod_sandbox(r).await },
-        )
-        .await
-        .map(|_| ())
+        let pod_sandbox_id = pod_sandbox_id.to_string();
+        let req = v1::RemovePodSandboxRequest { pod_sandbox_id };
+        rpc!(self, runtime.remove_pod_sandbox, "RemovePodSandbox", req).map(drop)
     }
 
     /// `PodSandboxStatus`.
@@ -459,18 +433,12 @@ impl CriClient {
         pod_sandbox_id: &str,
         verbose: bool,
     ) -> Result<v1::PodSandboxStatusResponse, CriError> {
-        let mut c = self.runtime.clone();
+        let pod_sandbox_id = pod_sandbox_id.to_string();
         let req = v1::PodSandboxStatusRequest {
-            pod_sandbox_id: pod_sandbox_id.to_string(),
+            pod_sandbox_id,
             verbose,
         };
-        self.call(
-            "PodSandboxStatus",
-            self.default_deadline(),
-            req,
-            |r| async move { c.pod_sandbox_status(r).await },
-        )
-        .await
+        rpc!(self, runtime.pod_sandbox_status, "PodSandboxStatus", req)
     }
 
     /// `ListPodSandbox`.
@@ -478,16 +446,8 @@ impl CriClient {
         &self,
         filter: Option<v1::PodSandboxFilter>,
     ) -> Result<Vec<v1::PodSandbox>, CriError> {
-        let mut c = self.runtime.clone();
         let req = v1::ListPodSandboxRequest { filter };
-        self.call(
-            "ListPodSandbox",
-            self.default_deadline(),
-            req,
-            |r| async move { c.list_pod_sandbox(r).await },
-        )
-        .await
-        .map(|r| r.items)
+        rpc!(self, runtime.list_pod_sandbox, "ListPodSandbox", req).map(|r| r.items)
     }
 
     /// `CreateContainer`: returns the new container id.
@@ -497,36 +457,19 @@ impl CriClient {
         config: v1::ContainerConfig,
         sandbox_config: v1::PodSandboxConfig,
     ) -> Result<String, CriError> {
-        let mut c = self.runtime.clone();
         let req = v1::CreateContainerRequest {
             pod_sandbox_id: pod_sandbox_id.to_string(),
             config: Some(config),
             sandbox_config: Some(sandbox_config),
         };
-        self.call(
-            "CreateContainer",
-            self.default_deadline(),
-            req,
-            |r| async move { c.create_container(r).await },
-        )
-        .await
-        .map(|r| r.container_id)
+        rpc!(self, runtime.create_container, "CreateContainer", req).map(|r| r.container_id)
     }
 
     /// `StartContainer`.
     pub async fn start_container(&self, container_id: &str) -> Result<(), CriError> {
-        let mut c = self.runtime.clone();
-        let req = v1::StartContainerRequest {
-            container_id: container_id.to_string(),
-        };
-        self.call(
-            "StartContainer",
-            self.default_deadline(),
-            req,
-            |r| async move { c.start_container(r).await },
-        )
-        .await
-        .map(|_| ())
+        let container_id = container_id.to_string();
+        let req = v1::StartContainerRequest { container_id };
+        rpc!(self, runtime.start_container, "StartContainer", req).map(drop)
     }
 
     /// `StopContainer` with a grace period of `timeout_secs` (0 = kill now).
@@ -536,35 +479,19 @@ impl CriClient {
         container_id: &str,
         timeout_secs: i64,
     ) -> Result<(), CriError> {
-        let mut c = self.runtime.clone();
         let req = v1::StopContainerRequest {
             container_id: container_id.to_string(),
             timeout: timeout_secs,
         };
-        self.call(
-            "StopContainer",
-            self.deadline_plus_secs(timeout_secs),
-            req,
-            |r| async move { c.stop_container(r).await },
-        )
-        .await
-        .map(|_| ())
+        let deadline = self.deadline_plus_secs(timeout_secs);
+        rpc!(self, runtime.stop_container, "StopContainer", req, deadline).map(drop)
     }
 
     /// `RemoveContainer`.
     pub async fn remove_container(&self, container_id: &str) -> Result<(), CriError> {
-        let mut c = self.runtime.clone();
-        let req = v1::RemoveContainerRequest {
-            container_id: container_id.to_string(),
-        };
-        self.call(
-            "RemoveContainer",
-            self.default_deadline(),
-            req,
-            |r| async move { c.remove_container(r).await },
-        )
-        .await
-        .map(|_| ())
+        let container_id = container_id.to_string();
+        let req = v1::RemoveContainerRequest { container_id };
+        rpc!(self, runtime.remove_container, "RemoveContainer", req).map(drop)
     }
 
     /// `ListContainers`.
@@ -572,16 +499,8 @@ impl CriClient {
         &self,
         filter: Option<v1::ContainerFilter>,
     ) -> Result<Vec<v1::Container>, CriError> {
-        let mut c = self.runtime.clone();
         let req = v1::ListContainersRequest { filter };
-        self.call(
-            "ListContainers",
-            self.default_deadline(),
-            req,
-            |r| async move { c.list_containers(r).await },
-        )
-        .await
-        .map(|r| r.containers)
+        rpc!(self, runtime.list_containers, "ListContainers", req).map(|r| r.containers)
     }
 
     /// `ContainerStatus`.
@@ -590,18 +509,12 @@ impl CriClient {
         container_id: &str,
         verbose: bool,
     ) -> Result<v1::ContainerStatusResponse, CriError> {
-        let mut c = self.runtime.clone();
+        let container_id = container_id.to_string();
         let req = v1::ContainerStatusRequest {
-            container_id: container_id.to_string(),
+            container_id,
             verbose,
         };
-        self.call(
-            "ContainerStatus",
-            self.default_deadline(),
-            req,
-            |r| async move { c.container_status(r).await },
-        )
-        .await
+        rpc!(self, runtime.container_status, "ContainerStatus", req)
     }
 
     /// `ExecSync`: runs `cmd` in the container, `timeout_secs` 0 = no limit.
@@ -614,21 +527,15 @@ impl CriClient {
         cmd: Vec<String>,
         timeout_secs: i64,
     ) -> Result<v1::ExecSyncResponse, CriError> {
-        let mut c = self.runtime.clone();
-        let deadline = if timeout_secs > 0 {
-            self.deadline_plus_secs(timeout_secs)
-        } else {
-            None
-        };
+        let deadline = self
+            .deadline_plus_secs(timeout_secs)
+            .filter(|_| timeout_secs > 0);
         let req = v1::ExecSyncRequest {
             container_id: container_id.to_string(),
             cmd,
             timeout: timeout_secs,
         };
-        self.call("ExecSync", deadline, req, |r| async move {
-            c.exec_sync(r).await
-        })
-        .await
+        rpc!(self, runtime.exec_sync, "ExecSync", req, deadline)
     }
 
     /// `GetContainerEvents`: opens the server stream. Establishing it is bound
@@ -641,20 +548,14 @@ impl CriClient {
         let mut c = self.runtime.clone();
         let d = Duration::from_millis(self.options.request_timeout_ms);
         let fut = c.get_container_events(tonic::Request::new(v1::GetEventsRequest {}));
-        let res = match tokio::time::timeout(d, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+        let res = tokio::time::timeout(d, fut).await.unwrap_or_else(|_| {
+            Err(tonic::Status::deadline_exceeded(format!(
                 "stream not established within {} ms (client deadline)",
                 d.as_millis()
-            ))),
-        };
+            )))
+        });
         res.map(tonic::Response::into_inner)
-            .map_err(|s| CriError::Rpc {
-                method: "GetContainerEvents",
-                endpoint: self.endpoint.clone(),
-                code: s.code(),
-                message: s.message().to_string(),
-            })
+            .map_err(|s| self.rpc_error("GetContainerEvents", s))
     }
 
     // ----- ImageService ---------------------------------------------------
@@ -664,13 +565,8 @@ impl CriClient {
         &self,
         filter: Option<v1::ImageFilter>,
     ) -> Result<Vec<v1::Image>, CriError> {
-        let mut c = self.image.clone();
         let req = v1::ListImagesRequest { filter };
-        self.call("ListImages", self.default_deadline(), req, |r| async move {
-            c.list_images(r).await
-        })
-        .await
-        .map(|r| r.images)
+        rpc!(self, image.list_images, "ListImages", req).map(|r| r.images)
     }
 
     /// `ImageStatus`; `image` is `None` in the response when not present.
@@ -679,18 +575,9 @@ impl CriClient {
         image: v1::ImageSpec,
         verbose: bool,
     ) -> Result<v1::ImageStatusResponse, CriError> {
-        let mut c = self.image.clone();
-        let req = v1::ImageStatusRequest {
-            image: Some(image),
-            verbose,
-        };
-        self.call(
-            "ImageStatus",
-            self.default_deadline(),
-            req,
-            |r| async move { c.image_status(r).await },
-        )
-        .await
+        let image = Some(image);
+        let req = v1::ImageStatusRequest { image, verbose };
+        rpc!(self, image.image_status, "ImageStatus", req)
     }
 
     /// `PullImage`: returns the image ref. Deadline: `image_pull_timeout_ms`
@@ -701,7 +588,6 @@ impl CriClient {
         auth: Option<v1::AuthConfig>,
         sandbox_config: Option<v1::PodSandboxConfig>,
     ) -> Result<String, CriError> {
-        let mut c = self.image.clone();
         let deadline = match self.options.image_pull_timeout_ms {
             0 => None,
             ms => Some(Duration::from_millis(ms)),
@@ -711,37 +597,23 @@ impl CriClient {
             auth,
             sandbox_config,
         };
-        self.call("PullImage", deadline, req, |r| async move {
-            c.pull_image(r).await
-        })
-        .await
-        .map(|r| r.image_ref)
+        rpc!(self, image.pull_image, "PullImage", req, deadline).map(|r| r.image_ref)
     }
 
     /// `RemoveImage`.
     pub async fn remove_image(&self, image: v1::ImageSpec) -> Result<(), CriError> {
-        let mut c = self.image.clone();
         let req = v1::RemoveImageRequest { image: Some(image) };
-        self.call(
-            "RemoveImage",
-            self.default_deadline(),
-            req,
-            |r| async move { c.remove_image(r).await },
-        )
-        .await
-        .map(|_| ())
+        rpc!(self, image.remove_image, "RemoveImage", req).map(drop)
     }
 
     /// `ImageFsInfo`.
     pub async fn image_fs_info(&self) -> Result<v1::ImageFsInfoResponse, CriError> {
-        let mut c = self.image.clone();
-        self.call(
+        rpc!(
+            self,
+            image.image_fs_info,
             "ImageFsInfo",
-            self.default_deadline(),
-            v1::ImageFsInfoRequest {},
-            |r| async move { c.image_fs_info(r).await },
+            v1::ImageFsInfoRequest {}
         )
-        .await
     }
 }
 

@@ -47,6 +47,14 @@ pub fn resolve(node: &Node, sel: &PodSelector) -> Option<Uid> {
     }
 }
 
+/// The selector as a user writes it: the UID, or `namespace/name`.
+pub fn selector_text(sel: &PodSelector) -> String {
+    match sel {
+        PodSelector::Uid(u) => u.to_string(),
+        PodSelector::Name { namespace, name } => format!("{namespace}/{name}"),
+    }
+}
+
 /// The pod's state in `node`, as JSON: `worker`, `api_status`, `runtime`, `probes`.
 pub fn view(node: &Node, uid: &Uid) -> Value {
     let worker = node
@@ -87,17 +95,12 @@ pub fn changes(a: &Value, b: &Value) -> Vec<String> {
     out
 }
 
-fn short(v: Option<&Value>) -> String {
+fn short(v: &Value) -> String {
+    let s = v.to_string();
     match v {
-        None | Some(Value::Null) => "(absent)".into(),
-        Some(v) => {
-            let s = v.to_string();
-            if s.chars().count() > 160 {
-                format!("{}…", s.chars().take(160).collect::<String>())
-            } else {
-                s
-            }
-        }
+        Value::Null => "(absent)".into(),
+        _ if s.chars().count() > 160 => format!("{}…", s.chars().take(160).collect::<String>()),
+        _ => s,
     }
 }
 
@@ -133,17 +136,6 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
         }
     }
     match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-            for k in keys {
-                walk(
-                    &join(k),
-                    x.get(k).unwrap_or(&Value::Null),
-                    y.get(k).unwrap_or(&Value::Null),
-                    out,
-                );
-            }
-        }
         (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
             for (i, (p, q)) in x.iter().zip(y).enumerate() {
                 walk(&format!("{path}[{i}]"), p, q, out);
@@ -152,8 +144,8 @@ fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
         _ => out.push(format!(
             "{}: {} -> {}",
             if path.is_empty() { "(pod)" } else { path },
-            short(Some(a)),
-            short(Some(b))
+            short(a),
+            short(b)
         )),
     }
 }
@@ -164,6 +156,14 @@ struct Point {
     at: Time,
     uid: Option<Uid>,
     view: Value,
+}
+
+impl Point {
+    /// The view of the pod `uid` (if known) in `node`, after record `seq` at `at`.
+    fn of(node: &Node, seq: u64, at: Time, uid: Option<Uid>) -> Point {
+        let view = uid.as_ref().map_or(Value::Null, |u| view(node, u));
+        Point { seq, at, uid, view }
+    }
 }
 
 /// Folds `input` to `seq2` and describes what changed for `sel` since `seq1`.
@@ -189,13 +189,7 @@ pub fn diff(
             last_seen = record.seq;
             let selected = filter.matches(record);
             if record.seq == seq1 {
-                let uid = resolve(node, sel);
-                first = Some(Point {
-                    seq: record.seq,
-                    at: record.at,
-                    view: uid.as_ref().map_or(Value::Null, |u| view(node, u)),
-                    uid,
-                });
+                first = Some(Point::of(node, seq1, record.at, resolve(node, sel)));
             } else if record.seq > seq1 && selected {
                 *kinds.entry(record.event.kind()).or_default() += 1;
             }
@@ -215,17 +209,9 @@ pub fn diff(
     }
     let node = &replayed.node;
     let uid = resolve(node, sel).or(first.uid.clone());
-    let second = Point {
-        seq: seq2,
-        at: node.last_at,
-        view: uid.as_ref().map_or(Value::Null, |u| view(node, u)),
-        uid,
-    };
+    let second = Point::of(node, seq2, node.last_at, uid);
     let mut s = String::new();
-    let who = match sel {
-        PodSelector::Uid(u) => u.to_string(),
-        PodSelector::Name { namespace, name } => format!("{namespace}/{name}"),
-    };
+    let who = selector_text(sel);
     let uid_text = second
         .uid
         .as_ref()

@@ -44,13 +44,6 @@ pub struct Entry {
     pub text: String,
 }
 
-#[derive(Default)]
-struct ContainerFacts {
-    /// Instances started: (record, at, id, the record that caused the start).
-    starts: Vec<(u64, Time, String, Option<u64>)>,
-}
-
-#[derive(Clone)]
 struct Exit {
     code: i32,
     reason: String,
@@ -69,10 +62,12 @@ struct StatusVersion {
 #[derive(Default)]
 struct Facts {
     uids: Vec<Uid>,
-    containers: BTreeMap<String, ContainerFacts>,
+    /// Instances started, by container name: (record, id).
+    starts: BTreeMap<String, Vec<(u64, String)>>,
     exits: BTreeMap<String, Exit>,
     died: BTreeMap<String, (u64, Time)>,
-    kills: BTreeMap<String, (u64, Time, String)>,
+    /// Container kills decided, by instance: (record, message).
+    kills: BTreeMap<String, (u64, String)>,
     /// Back-off decisions: (record, at, due).
     backoffs: Vec<(u64, Time, Time)>,
     backoff_fired: Vec<u64>,
@@ -111,17 +106,11 @@ fn records(seqs: &[u64]) -> String {
     }
 }
 
-fn plan_kills(p: &crate::core::command::RuntimePlan) -> Vec<&ContainerKill> {
-    p.kill_pod
-        .iter()
-        .flat_map(|k| k.containers.iter())
-        .chain(p.kill_containers.iter())
-        .collect()
-}
-
 fn kills_of(c: &Command) -> Vec<&ContainerKill> {
     match c {
-        Command::SyncPod(s) => plan_kills(&s.plan),
+        Command::SyncPod(s) => (s.plan.kill_pod.iter().flat_map(|k| &k.containers))
+            .chain(&s.plan.kill_containers)
+            .collect(),
         Command::SyncTerminatingPod(s) => s.kill.containers.iter().collect(),
         Command::SyncTerminatingRuntimePod(s) => s.kill.containers.iter().collect(),
         _ => Vec::new(),
@@ -129,12 +118,24 @@ fn kills_of(c: &Command) -> Vec<&ContainerKill> {
 }
 
 impl Facts {
-    fn push(&mut self, seq: u64, at: Time, text: String) {
-        self.entries.push(Entry { at, seq, text });
+    /// A timeline line placed at record `r`.
+    fn push(&mut self, r: &Record, text: String) {
+        self.entries.push(Entry {
+            at: r.at,
+            seq: r.seq,
+            text,
+        });
     }
 
     fn mine(&self, uid: &Uid) -> bool {
         self.uids.iter().any(|u| u == uid)
+    }
+
+    /// Takes `uid` as one of the pod's (a name may be reused by a new pod).
+    fn learn(&mut self, uid: Uid) {
+        if !self.mine(&uid) {
+            self.uids.push(uid);
+        }
     }
 
     fn observe(
@@ -144,11 +145,8 @@ impl Facts {
         commands: &[Command],
         sel: &PodSelector,
     ) {
-        // learn the pod's UIDs (a name may be reused by a new pod)
         if let Some(u) = resolve(node, sel) {
-            if !self.mine(&u) {
-                self.uids.push(u);
-            }
+            self.learn(u);
         }
         let about = r.event.pod_uid().is_some_and(|u| self.mine(&u));
         // what the fold decided for the pod
@@ -168,7 +166,7 @@ impl Facts {
                 for k in kills_of(c) {
                     self.kills
                         .entry(k.id.clone())
-                        .or_insert((r.seq, r.at, k.message.clone()));
+                        .or_insert((r.seq, k.message.clone()));
                 }
             }
         }
@@ -188,55 +186,34 @@ impl Facts {
             }
         }
         self.kill_log.observe(r);
+        let rec = r.seq;
         if !about {
-            if let Event::NodeShutdown(_) = &r.event {
-                if !self.uids.is_empty() {
-                    self.push(
-                        r.seq,
-                        r.at,
-                        format!(
-                            "the node began shutting down (record {}): every pod is stopped",
-                            r.seq
-                        ),
-                    );
-                }
+            if matches!(r.event, Event::NodeShutdown(_)) && !self.uids.is_empty() {
+                let text =
+                    format!("the node began shutting down (record {rec}): every pod is stopped");
+                self.push(r, text);
             }
             return;
         }
         match &r.event {
             Event::PodAdded(c) => self.push(
-                r.seq,
-                r.at,
-                format!("pod added by the {:?} source (record {})", c.source, r.seq)
+                r,
+                format!("pod added by the {:?} source (record {rec})", c.source)
                     .replace("File", "file")
                     .replace("Api", "API"),
             ),
-            Event::PodUpdated(_) => {
-                self.push(r.seq, r.at, format!("pod spec changed (record {})", r.seq))
-            }
+            Event::PodUpdated(_) => self.push(r, format!("pod spec changed (record {rec})")),
             Event::PodRemoved(_) => self.push(
-                r.seq,
-                r.at,
-                format!(
-                    "pod removed from its source (record {}): the node stops it",
-                    r.seq
-                ),
+                r,
+                format!("pod removed from its source (record {rec}): the node stops it"),
             ),
             Event::PodDeleted(_) => self.push(
-                r.seq,
-                r.at,
-                format!(
-                    "pod deleted in the API (record {}): the node stops it within its grace period",
-                    r.seq
-                ),
+                r,
+                format!("pod deleted in the API (record {rec}): the node stops it within its grace period"),
             ),
             Event::PodRejected(p) => self.push(
-                r.seq,
-                r.at,
-                format!(
-                    "pod rejected at admission: {} (record {})",
-                    p.message, r.seq
-                ),
+                r,
+                format!("pod rejected at admission: {} (record {rec})", p.message),
             ),
             Event::PlegEvent(e) if e.kind == PlegEventKind::ContainerDied => {
                 if let Some(id) = &e.container_id {
@@ -268,15 +245,13 @@ impl Facts {
                 if f.work == crate::core::command::WorkType::Terminated
                     && matches!(f.outcome, SyncOutcome::Ok | SyncOutcome::Terminal)
                 {
-                    self.push(r.seq, r.at, format!("pod terminated: every container stopped and its final status written (record {})", r.seq));
+                    self.push(r, format!("pod terminated: every container stopped and its final status written (record {rec})"));
                 } else if let SyncOutcome::Failed { message } = &f.outcome {
                     self.push(
-                        r.seq,
-                        r.at,
+                        r,
                         format!(
-                            "{} failed (record {}): {message}; the pod worker retries",
+                            "{} failed (record {rec}): {message}; the pod worker retries",
                             f.work.span_name(),
-                            r.seq
                         ),
                     );
                 }
@@ -287,21 +262,18 @@ impl Facts {
     }
 
     fn action(&mut self, r: &Record, a: &crate::core::record::event::RuntimeActionFinished) {
+        let rec = r.seq;
         match (&a.action, &a.outcome) {
             (RuntimeAction::StartContainer { container, id, .. }, ActionOutcome::Ok { .. }) => {
-                let facts = self.containers.entry(container.clone()).or_default();
-                facts.starts.push((r.seq, r.at, id.clone(), r.cause));
-                let n = facts.starts.len();
+                let starts = self.starts.entry(container.clone()).or_default();
+                starts.push((r.seq, id.clone()));
+                let n = starts.len();
                 if n == 1 {
-                    self.push(
-                        r.seq,
-                        r.at,
-                        format!("container {container} started (record {})", r.seq),
-                    );
+                    self.push(r, format!("container {container} started (record {rec})"));
                 } else {
-                    let (prev_start, _, prev, _) = facts.starts[n - 2].clone();
+                    let (prev_start, prev) = starts[n - 2].clone();
                     let text = self.restart_text(container, n - 1, &prev, prev_start, r);
-                    self.push(r.seq, r.at, text);
+                    self.push(r, text);
                 }
             }
             (
@@ -313,11 +285,9 @@ impl Facts {
                 ActionOutcome::Failed { reason, message },
             ) => {
                 self.push(
-                    r.seq,
-                    r.at,
+                    r,
                     format!(
-                        "container {container} could not start: {reason}: {message} (record {})",
-                        r.seq
+                        "container {container} could not start: {reason}: {message} (record {rec})"
                     ),
                 );
             }
@@ -326,32 +296,23 @@ impl Facts {
                 ActionOutcome::Failed { reason, message },
             ) => {
                 self.push(
-                    r.seq,
-                    r.at,
-                    format!(
-                        "image {image} for container {container}: {reason}: {message} (record {})",
-                        r.seq
-                    ),
+                    r,
+                    format!("image {image} for container {container}: {reason}: {message} (record {rec})"),
                 );
             }
             (RuntimeAction::KillContainer { id, name, .. }, ActionOutcome::Ok { .. }) => {
                 let why = match self.kills.get(id) {
-                    Some((seq, _, message)) => {
-                        let mut w = format!("{message} (decided at record {seq})");
-                        if message.to_lowercase().contains("probe") {
-                            w.push_str(&self.probe_failures(id));
-                        }
-                        w
-                    }
+                    Some((seq, message)) => format!(
+                        "{message} (decided at record {seq}){}",
+                        self.probe_failures(id, message)
+                    ),
                     None => "no decision for it is in this ledger".into(),
                 };
                 self.push(
-                    r.seq,
-                    r.at,
+                    r,
                     format!(
-                        "container {name} ({}) was stopped (record {}): {why}",
-                        short_id(id),
-                        r.seq
+                        "container {name} ({}) was stopped (record {rec}): {why}",
+                        short_id(id)
                     ),
                 );
             }
@@ -360,8 +321,12 @@ impl Facts {
     }
 
     /// "; its liveness probe failed 3 times in a row (records 812, 840, 868; verdict
-    /// record 869)", for the kill of the container instance `id`.
-    fn probe_failures(&self, id: &str) -> String {
+    /// record 869)", for the kill of the container instance `id` with `message` (nothing
+    /// unless the message names a probe).
+    fn probe_failures(&self, id: &str, message: &str) -> String {
+        if !message.to_lowercase().contains("probe") {
+            return String::new();
+        }
         let verdict = self
             .uids
             .iter()
@@ -429,12 +394,11 @@ impl Facts {
             )),
             (None, None) => {}
         }
-        if let Some((seq, _, message)) = self.kills.get(prev) {
-            let mut k = format!("the node had stopped it: {message} (record {seq})");
-            if message.to_lowercase().contains("probe") {
-                k.push_str(&self.probe_failures(prev));
-            }
-            because.push(k);
+        if let Some((seq, message)) = self.kills.get(prev) {
+            because.push(format!(
+                "the node had stopped it: {message} (record {seq}){}",
+                self.probe_failures(prev, message)
+            ));
         }
         if let Some((seq, at, due)) = self
             .backoffs
@@ -482,13 +446,10 @@ impl Facts {
                 }
             }
             StatusSyncOutcome::Patched { .. } | StatusSyncOutcome::Unchanged { .. } => {
-                let delivered: Vec<StatusVersion> = {
-                    let (done, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.statuses)
-                        .into_iter()
-                        .partition(|v| v.version <= s.version);
-                    self.statuses = keep;
-                    done
-                };
+                let (delivered, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.statuses)
+                    .into_iter()
+                    .partition(|v| v.version <= s.version);
+                self.statuses = keep;
                 // the oldest version written here waited longest: it speaks for the others
                 let Some(oldest) = delivered.first() else {
                     return;
@@ -506,10 +467,10 @@ impl Facts {
                         newest.version
                     );
                 }
-                self.push(r.seq, r.at, text);
+                self.push(r, text);
             }
             StatusSyncOutcome::NotFound | StatusSyncOutcome::UidChanged { .. } => {
-                self.push(r.seq, r.at, format!("status v{} was not written: the API object is gone or was replaced (record {})", s.version, r.seq));
+                self.push(r, format!("status v{} was not written: the API object is gone or was replaced (record {})", s.version, r.seq));
             }
         }
     }
@@ -590,12 +551,9 @@ pub fn explain(
             ..
         } = f
         {
-            if filter.matches(record) {
-                if let Some(u) = record.event.pod_uid() {
-                    if !facts.mine(&u) {
-                        facts.uids.push(u);
-                    }
-                }
+            // every record goes through the filter: it learns a name's UIDs from them
+            if let (true, Some(u)) = (filter.matches(record), record.event.pod_uid()) {
+                facts.learn(u);
             }
             api |= node
                 .config
@@ -604,10 +562,7 @@ pub fn explain(
             facts.observe(node, record, commands, sel);
         }
     })?;
-    let who = match sel {
-        PodSelector::Uid(u) => u.to_string(),
-        PodSelector::Name { namespace, name } => format!("{namespace}/{name}"),
-    };
+    let who = super::diff::selector_text(sel);
     if facts.uids.is_empty() {
         return Err(ExplainError::NoPod(who));
     }
@@ -620,17 +575,16 @@ pub fn explain(
         replayed.node.last_seq,
         replayed.node.last_at.to_rfc3339_nanos()
     );
-    let pending: Vec<Entry> = facts
+    // the versions never delivered
+    let pending = facts
         .statuses
         .iter()
-        .filter(|v| api || !v.failures.is_empty())
-        .map(|v| Entry {
-            at: v.changed_at,
-            seq: v.seq,
-            text: status_text(v, None),
-        })
-        .collect();
-    facts.entries.extend(pending);
+        .filter(|v| api || !v.failures.is_empty());
+    facts.entries.extend(pending.map(|v| Entry {
+        at: v.changed_at,
+        seq: v.seq,
+        text: status_text(v, None),
+    }));
     facts.entries.sort_by_key(|e| e.seq);
     for e in &facts.entries {
         let _ = writeln!(s, "{}  {}", clock(e.at), e.text);

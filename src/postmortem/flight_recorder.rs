@@ -29,18 +29,13 @@ struct Recorder {
 
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
 
-/// The postmortem directory under `root_dir`.
-pub fn postmortem_dir(root_dir: &Path) -> PathBuf {
-    root_dir.join("postmortem")
-}
-
 /// Arms the recorder for `engine`, writing under `<root_dir>/postmortem`, and chains a
 /// panic hook in front of the existing one. Only the first call in a process takes effect.
 pub fn install(engine: Arc<Mutex<Engine>>, root_dir: &Path) {
     let fresh = RECORDER
         .set(Recorder {
             engine,
-            dir: postmortem_dir(root_dir),
+            dir: root_dir.join("postmortem"),
             written: Mutex::new(0),
             pending: Mutex::new(Vec::new()),
         })
@@ -51,14 +46,10 @@ pub fn install(engine: Arc<Mutex<Engine>>, root_dir: &Path) {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         previous(info);
-        let what = match info.payload().downcast_ref::<&str>() {
-            Some(s) => s.to_string(),
-            None => info
-                .payload()
-                .downcast_ref::<String>()
-                .cloned()
-                .unwrap_or_else(|| "panic".into()),
-        };
+        let payload = info.payload();
+        let what = (payload.downcast_ref::<&str>().copied())
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("panic");
         let at = info
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))

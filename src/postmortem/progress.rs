@@ -5,7 +5,7 @@
 //! is a terminal and the input is large, so pipes, logs and tests see nothing. Must not
 //! pull in a terminal library: it writes plain bytes.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -32,11 +32,6 @@ pub fn render(done: u64, total: u64) -> String {
         mib(done),
         mib(total)
     )
-}
-
-/// True when stderr is a terminal.
-pub fn stderr_is_tty() -> bool {
-    unsafe { libc::isatty(2) == 1 }
 }
 
 struct Progress<R> {
@@ -98,7 +93,7 @@ pub fn open_with_progress(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
     } else {
         std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
     };
-    if !stderr_is_tty() || on_disk < MIN_BYTES_FOR_BAR {
+    if !io::stderr().is_terminal() || on_disk < MIN_BYTES_FOR_BAR {
         return Ok(input);
     }
     Ok(Box::new(BufReader::with_capacity(

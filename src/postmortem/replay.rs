@@ -13,9 +13,12 @@ use serde::Serialize;
 use crate::core::pod_workers::{PodSyncStatus, WorkerActivity};
 use crate::core::record::{Record, Time};
 use crate::core::{fold, Command, Node, Uid};
+use crate::ledger::filter::PodSelector;
 use crate::ledger::DecodeError;
 
 pub mod ahead;
+
+use super::restarts;
 
 /// Where to stop folding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,44 +41,14 @@ impl std::str::FromStr for Until {
     }
 }
 
-/// Which pod to show.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PodFilter {
-    /// By UID.
-    Uid(Uid),
-    /// By `namespace/name`.
-    Name {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-    },
-}
+/// Which pod to show: a UID or `namespace/name`.
+pub type PodFilter = PodSelector;
 
-impl std::str::FromStr for PodFilter {
-    type Err = String;
-    fn from_str(s: &str) -> Result<PodFilter, String> {
-        match s.split_once('/') {
-            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-                Ok(PodFilter::Name {
-                    namespace: ns.to_string(),
-                    name: name.to_string(),
-                })
-            }
-            Some(_) => Err(format!("{s:?} is neither a UID nor NAMESPACE/NAME")),
-            None if !s.is_empty() => Ok(PodFilter::Uid(Uid::new(s))),
-            None => Err("empty pod filter".into()),
-        }
-    }
-}
-
-impl PodFilter {
-    fn matches(&self, uid: &Uid, status: &PodSyncStatus) -> bool {
-        match self {
-            PodFilter::Uid(u) => u == uid,
-            PodFilter::Name { namespace, name } => {
-                status.fullname == crate::core::pod::build_full_name(name, namespace)
-            }
+fn shows(filter: &PodFilter, uid: &Uid, status: &PodSyncStatus) -> bool {
+    match filter {
+        PodSelector::Uid(u) => u == uid,
+        PodSelector::Name { namespace, name } => {
+            status.fullname == crate::core::pod::build_full_name(name, namespace)
         }
     }
 }
@@ -115,7 +88,7 @@ pub struct Replayed {
     /// The seq the replay started after (the snapshot's seq, or 0).
     pub base_seq: u64,
     /// Container kills and the probe records behind them, from the records folded.
-    pub kills: crate::postmortem::restarts::KillLog,
+    pub kills: restarts::KillLog,
 }
 
 /// Folds the ledger read from `input` until `until` (or the end).
@@ -271,17 +244,6 @@ pub struct Flags {
     pub pending: Option<&'static str>,
 }
 
-fn pod_label(status: &PodSyncStatus) -> String {
-    match status.last_pod() {
-        Some(p) => format!(
-            "{}/{}",
-            crate::core::pod::namespace(p),
-            crate::core::pod::name(p)
-        ),
-        None => status.fullname.clone(),
-    }
-}
-
 fn activity_label(a: &WorkerActivity) -> String {
     match a {
         WorkerActivity::Idle => "idle".into(),
@@ -306,10 +268,10 @@ fn activity_label(a: &WorkerActivity) -> String {
 pub fn worker_views<'a>(node: &'a Node, filter: Option<&PodFilter>) -> Vec<WorkerView<'a>> {
     node.pod_workers
         .statuses()
-        .filter(|(uid, s)| filter.is_none_or(|f| f.matches(uid, s)))
+        .filter(|(uid, s)| filter.is_none_or(|f| shows(f, uid, s)))
         .map(|(uid, s)| WorkerView {
             uid,
-            pod: pod_label(s),
+            pod: (s.last_pod()).map_or_else(|| s.fullname.clone(), |p| restarts::pod_name(p)),
             state: s.state().as_str(),
             activity: activity_label(&s.activity),
             flags: Flags {
@@ -372,7 +334,7 @@ pub struct PodKills<'a> {
     /// `namespace/name`, if known.
     pub pod: Option<&'a str>,
     /// The kills, oldest first.
-    pub kills: &'a [crate::postmortem::restarts::Kill],
+    pub kills: &'a [restarts::Kill],
 }
 
 /// The pods `filter` selects (as workers, or as pods with recorded kills), with their kills.
@@ -381,11 +343,7 @@ pub fn pod_kills<'a>(r: &'a Replayed, filter: &PodFilter) -> Vec<PodKills<'a>> {
         .into_iter()
         .map(|v| v.uid.clone())
         .collect();
-    let key = match filter {
-        PodFilter::Uid(u) => u.to_string(),
-        PodFilter::Name { namespace, name } => format!("{namespace}/{name}"),
-    };
-    uids.extend(r.kills.pods_named(&key));
+    uids.extend(r.kills.pods_named(&super::diff::selector_text(filter)));
     uids.sort();
     uids.dedup();
     uids.into_iter()
@@ -432,67 +390,56 @@ pub fn render_table(r: &Replayed, filter: Option<&PodFilter>) -> String {
         "FLAGS",
     ];
     let opt = |t: Option<Time>| t.map_or("-".to_string(), |t| t.to_rfc3339_nanos());
-    let rows: Vec<[String; 9]> = views
-        .iter()
-        .map(|v| {
-            let f = &v.flags;
-            let flags: Vec<&str> = [
-                (f.working, "working"),
-                (f.started_at.is_some(), "started"),
-                (f.started_terminating, "terminating-seen"),
-                (f.deleted, "deleted"),
-                (f.evicted, "evicted"),
-                (f.finished, "finished"),
-                (f.restart_requested, "restart-requested"),
-                (f.observed_runtime, "runtime-seen"),
-            ]
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, n)| *n)
-            .collect();
-            [
-                v.uid.to_string(),
-                v.pod.clone(),
-                v.state.to_string(),
-                v.activity.clone(),
-                if f.grace_period_s == 0 {
-                    "-".into()
-                } else {
-                    format!("{}s", f.grace_period_s)
-                },
-                f.synced_at.to_rfc3339_nanos(),
-                opt(f.terminating_at),
-                opt(f.terminated_at),
-                if flags.is_empty() {
-                    "-".into()
-                } else {
-                    flags.join(",")
-                },
-            ]
-        })
+    let mut rows = vec![header.map(String::from)];
+    rows.extend(views.iter().map(|v| {
+        let f = &v.flags;
+        let flags: Vec<&str> = [
+            (f.working, "working"),
+            (f.started_at.is_some(), "started"),
+            (f.started_terminating, "terminating-seen"),
+            (f.deleted, "deleted"),
+            (f.evicted, "evicted"),
+            (f.finished, "finished"),
+            (f.restart_requested, "restart-requested"),
+            (f.observed_runtime, "runtime-seen"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
         .collect();
-    let mut widths = header.map(str::len);
+        [
+            v.uid.to_string(),
+            v.pod.clone(),
+            v.state.to_string(),
+            v.activity.clone(),
+            if f.grace_period_s == 0 {
+                "-".into()
+            } else {
+                format!("{}s", f.grace_period_s)
+            },
+            f.synced_at.to_rfc3339_nanos(),
+            opt(f.terminating_at),
+            opt(f.terminated_at),
+            if flags.is_empty() {
+                "-".into()
+            } else {
+                flags.join(",")
+            },
+        ]
+    }));
+    let mut widths = [0; 9];
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.len());
         }
     }
-    let mut line = |cells: &[&str]| {
+    // the header, then a row per worker; the last column unpadded
+    for row in &rows {
         let mut l = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(cell);
-            } else {
-                let _ = write!(l, "{cell:<w$}  ");
-            }
+        for (cell, w) in row.iter().zip(widths) {
+            let _ = write!(l, "{cell:<w$}  ");
         }
         out.push_str(l.trim_end());
         out.push('\n');
-    };
-    line(&header);
-    for row in &rows {
-        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-        line(&cells);
     }
     if let Some(f) = filter {
         for p in pod_kills(r, f) {
@@ -502,7 +449,7 @@ pub fn render_table(r: &Replayed, filter: Option<&PodFilter>) -> String {
                 p.pod.unwrap_or("?"),
                 p.uid
             );
-            out.push_str(&crate::postmortem::restarts::render(p.kills, "  "));
+            out.push_str(&restarts::render(p.kills, "  "));
         }
     }
     out

@@ -14,7 +14,8 @@ use crate::core::probe_results::ProbeOutcome;
 use crate::core::probes::{ProbeType, ResultReason, RunResult};
 use crate::core::record::event::RuntimeAction;
 use crate::core::record::{Event, Record, Time};
-use crate::core::Uid;
+use crate::core::{pod, Uid};
+use k8s_openapi::api::core::v1::Pod;
 
 /// Runs kept per container instance and probe (the newest; a longer run is summarised).
 pub const MAX_RUNS_KEPT: usize = 64;
@@ -88,14 +89,7 @@ impl KillLog {
         if let Some(p) = r.event.pod() {
             let uid = crate::core::pod::uid_str(p);
             if !self.names.contains_key(uid) {
-                self.names.insert(
-                    Uid::new(uid),
-                    format!(
-                        "{}/{}",
-                        crate::core::pod::namespace(p),
-                        crate::core::pod::name(p)
-                    ),
-                );
+                self.names.insert(Uid::new(uid), pod_name(p));
             }
         }
         match &r.event {
@@ -197,6 +191,11 @@ impl KillLog {
     pub fn of_pod(&self, uid: &Uid) -> &[Kill] {
         self.kills.get(uid).map_or(&[], Vec::as_slice)
     }
+}
+
+/// `namespace/name` of a pod.
+pub fn pod_name(p: &Pod) -> String {
+    format!("{}/{}", pod::namespace(p), pod::name(p))
 }
 
 /// The kills as text lines (each indented by `indent`).

@@ -82,23 +82,18 @@ impl Verification {
 
 /// The outcome key of a record, if it is a command outcome; `must_have_cause` for kinds
 /// only the shell produces in answer to a command.
-fn outcome_of(e: &Event) -> Option<(Vec<Expect>, bool)> {
+fn outcome_of(e: &Event) -> Option<(Expect, bool)> {
     Some(match e {
-        Event::SyncFinished(f) => (vec![Expect::Sync(f.uid.clone(), f.sync_id)], true),
-        Event::RuntimeActionFinished(a) => (vec![Expect::Sync(a.uid.clone(), a.sync_id)], true),
-        Event::RuntimeStatusObserved(o) => (vec![Expect::Inspect(o.uid.clone())], false),
-        Event::TimerFired(t) => (vec![Expect::Timer(t.key.clone(), t.generation)], true),
-        Event::StatusSyncFinished(s) => (vec![Expect::Status(s.uid.clone(), s.version)], true),
-        Event::NodeSyncFinished(n) => (vec![Expect::Node(format!("{:?}", n.action))], true),
-        Event::ProbeFinished(p) => (
-            vec![Expect::Probe(
-                p.uid.clone(),
-                p.container_id.clone(),
-                p.probe,
-                p.run,
-            )],
-            true,
-        ),
+        Event::SyncFinished(f) => (Expect::Sync(f.uid.clone(), f.sync_id), true),
+        Event::RuntimeActionFinished(a) => (Expect::Sync(a.uid.clone(), a.sync_id), true),
+        Event::RuntimeStatusObserved(o) => (Expect::Inspect(o.uid.clone()), false),
+        Event::TimerFired(t) => (Expect::Timer(t.key.clone(), t.generation), true),
+        Event::StatusSyncFinished(s) => (Expect::Status(s.uid.clone(), s.version), true),
+        Event::NodeSyncFinished(n) => (Expect::Node(format!("{:?}", n.action)), true),
+        Event::ProbeFinished(p) => {
+            let id = p.container_id.clone();
+            (Expect::Probe(p.uid.clone(), id, p.probe, p.run), true)
+        }
         _ => return None,
     })
 }
@@ -133,6 +128,7 @@ fn finishes(e: &Event) -> bool {
     !matches!(e, Event::RuntimeActionFinished(_))
 }
 
+#[derive(Default)]
 struct Verifier {
     out: Verification,
     base_seq: u64,
@@ -140,7 +136,6 @@ struct Verifier {
     derived: VecDeque<(u64, Event)>,
     /// Commands awaiting outcomes, by the seq of the record whose fold emitted them.
     pending: BTreeMap<u64, Vec<Expect>>,
-    pending_len: usize,
     /// The oldest cause still remembered (older ones were forgotten for the bound).
     forgotten_before: u64,
     /// Start of the current lifetime (commands before it can no longer be answered).
@@ -164,7 +159,6 @@ impl Verifier {
             // a lifetime ended (possibly in the middle of a derivation chain)
             self.derived.clear();
             self.pending.clear();
-            self.pending_len = 0;
             self.lifetime_start = r.seq;
         }
         if let Some((cause, want)) = self.derived.front() {
@@ -182,111 +176,76 @@ impl Verifier {
             self.derived.clear();
             self.violation(r, line, what);
         }
+        if let Err(what) = self.check_outcome(r) {
+            self.violation(r, line, what);
+        }
+    }
+
+    /// Checks a record that is not the derived record expected next: a command outcome must
+    /// answer a command its cause emitted; what cannot be checked is counted.
+    fn check_outcome(&mut self, r: &Record) -> Result<(), String> {
+        let kind = r.event.kind();
         let Some(cause) = r.cause else {
-            if let Some((_, true)) = outcome_of(&r.event) {
-                self.violation(
-                    r,
-                    line,
-                    format!(
-                        "a {} outcome with no cause: no command asked for it",
-                        r.event.kind()
-                    ),
-                );
-            }
-            return;
+            return match outcome_of(&r.event) {
+                Some((_, true)) => Err(format!(
+                    "a {kind} outcome with no cause: no command asked for it"
+                )),
+                _ => Ok(()),
+            };
         };
         if cause <= self.base_seq || cause < self.forgotten_before {
             self.out.unverifiable += 1;
-            return;
+            return Ok(());
         }
         if cause >= r.seq {
-            self.violation(
-                r,
-                line,
-                format!("its cause {cause} is not an earlier record"),
-            );
-            return;
+            return Err(format!("its cause {cause} is not an earlier record"));
         }
-        let Some((keys, _)) = outcome_of(&r.event) else {
-            self.violation(
-                r,
-                line,
-                format!(
-                    "a {} record names cause {cause}, but the fold of {cause} did not derive it and {} is not a command outcome",
-                    r.event.kind(),
-                    r.event.kind()
-                ),
-            );
-            return;
+        let Some((key, _)) = outcome_of(&r.event) else {
+            return Err(format!(
+                "a {kind} record names cause {cause}, but the fold of {cause} did not derive it and {kind} is not a command outcome"
+            ));
         };
         if cause < self.lifetime_start {
-            self.violation(
-                r,
-                line,
-                format!("record {cause} belongs to a previous lifetime of the agent"),
-            );
-            return;
+            return Err(format!(
+                "record {cause} belongs to a previous lifetime of the agent"
+            ));
         }
-        let key = &keys[0];
-        let found = self
-            .pending
-            .get(&cause)
-            .and_then(|v| v.iter().position(|k| k == key));
-        match found {
-            Some(i) => {
-                self.out.outcomes_ok += 1;
-                if finishes(&r.event) {
-                    if let Some(v) = self.pending.get_mut(&cause) {
-                        v.remove(i);
-                        self.pending_len -= 1;
-                        if v.is_empty() {
-                            self.pending.remove(&cause);
-                        }
-                    }
+        let found = (self.pending.get(&cause)).and_then(|v| v.iter().position(|k| *k == key));
+        let Some(i) = found else {
+            let emitted: Vec<String> = (self.pending.get(&cause).into_iter().flatten())
+                .map(|k| format!("{k:?}"))
+                .collect();
+            return Err(format!(
+                "no command of record {cause} asked for this {kind} ({key:?}); its fold emitted {}",
+                if emitted.is_empty() {
+                    "no command awaiting an outcome".to_string()
+                } else {
+                    emitted.join(", ")
                 }
-            }
-            None => {
-                let emitted: Vec<String> = self
-                    .pending
-                    .get(&cause)
-                    .map(|v| v.iter().map(|k| format!("{k:?}")).collect())
-                    .unwrap_or_default();
-                self.violation(
-                    r,
-                    line,
-                    format!(
-                        "no command of record {cause} asked for this {} ({key:?}); its fold emitted {}",
-                        r.event.kind(),
-                        if emitted.is_empty() {
-                            "no command awaiting an outcome".to_string()
-                        } else {
-                            emitted.join(", ")
-                        }
-                    ),
-                );
+            ));
+        };
+        self.out.outcomes_ok += 1;
+        if let Some(v) = self.pending.get_mut(&cause).filter(|_| finishes(&r.event)) {
+            v.remove(i);
+            if v.is_empty() {
+                self.pending.remove(&cause);
             }
         }
+        Ok(())
     }
 
     fn remember(&mut self, r: &Record, commands: &[Command]) {
         // derived events come next, depth-first, in emission order
-        let derived: Vec<Event> = commands
-            .iter()
-            .filter_map(|c| match c {
-                Command::Append(e) => Some(e.clone()),
-                _ => None,
-            })
-            .collect();
-        for e in derived.into_iter().rev() {
-            self.derived.push_front((r.seq, e));
+        for c in commands.iter().rev() {
+            if let Command::Append(e) = c {
+                self.derived.push_front((r.seq, e.clone()));
+            }
         }
         let keys: Vec<Expect> = commands.iter().filter_map(expectation).collect();
         if !keys.is_empty() {
-            self.pending_len += keys.len();
             self.pending.insert(r.seq, keys);
             while self.pending.len() > MAX_REMEMBERED_CAUSES {
-                if let Some((seq, v)) = self.pending.pop_first() {
-                    self.pending_len -= v.len();
+                if let Some((seq, _)) = self.pending.pop_first() {
                     self.forgotten_before = seq + 1;
                 }
             }
@@ -299,15 +258,7 @@ pub fn verify(
     input: impl BufRead + Send,
     until: Option<Until>,
 ) -> Result<Verification, ReplayError> {
-    let mut v = Verifier {
-        out: Verification::default(),
-        base_seq: 0,
-        derived: VecDeque::new(),
-        pending: BTreeMap::new(),
-        pending_len: 0,
-        forgotten_before: 0,
-        lifetime_start: 0,
-    };
+    let mut v = Verifier::default();
     replay_with(input, until, |f| match f {
         Fold::Snapshot { seq } => v.base_seq = seq,
         Fold::Record {

@@ -177,11 +177,8 @@ async fn bind_socket(path: &Path) -> Result<UnixListener, RuntimeError> {
             std::fs::remove_file(path).map_err(io_err("removing stale socket", path))?;
         }
         Ok(_) => {
-            return Err(RuntimeError::Io {
-                what: "refusing to replace non-socket file",
-                path: path.to_path_buf(),
-                source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-            })
+            let exists = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
+            return Err(io_err("refusing to replace non-socket file", path)(exists));
         }
         Err(_) => {}
     }
@@ -280,16 +277,7 @@ impl EmbeddedRuntime {
     ) -> Result<(), RuntimeError> {
         let message = match res {
             Ok(Ok(())) => return Ok(()),
-            Ok(Err(e)) => {
-                let mut m = e.to_string();
-                let mut src = std::error::Error::source(&e);
-                while let Some(s) = src {
-                    m.push_str(": ");
-                    m.push_str(&s.to_string());
-                    src = s.source();
-                }
-                m
-            }
+            Ok(Err(e)) => crate::error_chain::error_chain(&e),
             Err(e) => e.to_string(),
         };
         Err(RuntimeError::Server {
@@ -303,10 +291,6 @@ impl EmbeddedRuntime {
     /// `shutdown_timeout`) until they are reaped, stops the gRPC server and
     /// removes the socket file.
     pub async fn shutdown(mut self) -> Result<(), RuntimeError> {
-        self.shutdown_inner().await
-    }
-
-    async fn shutdown_inner(&mut self) -> Result<(), RuntimeError> {
         self.done = true;
         let reaped = self.inner.shutdown().await;
         if let Some(tx) = self.stop_server.take() {

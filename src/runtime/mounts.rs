@@ -99,13 +99,7 @@ impl MountPlan {
     /// only system calls (async-signal-safe; no allocation).
     pub(crate) fn apply_in_child(&self) -> std::io::Result<()> {
         let null = std::ptr::null();
-        let check = |rc: libc::c_int| {
-            if rc == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        };
+        let check = super::process::os_result;
         // SAFETY: every pointer is NUL-terminated and lives as long as `self`, or null where
         // mount(2) accepts null.
         unsafe {
@@ -153,11 +147,7 @@ pub(crate) fn namespace_of(pid: i32, mounts: &[v1::Mount]) -> Option<std::fs::Fi
 pub(crate) fn enter(ns: &std::fs::File) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: setns takes a descriptor we own and no pointers.
-    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    super::process::os_result(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) })
 }
 
 #[cfg(test)]

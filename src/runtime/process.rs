@@ -105,11 +105,15 @@ pub(crate) fn signal_group(pgid: i32, sig: i32) -> std::io::Result<()> {
         ));
     }
     // SAFETY: kill(2) has no memory-safety preconditions.
-    let rc = unsafe { libc::kill(-pgid, sig) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
+    os_result(unsafe { libc::kill(-pgid, sig) })
+}
+
+/// The result of a system call that returns 0 on success and sets `errno` otherwise.
+/// Async-signal-safe (usable in a forked child): it does not allocate.
+pub(crate) fn os_result(rc: libc::c_int) -> std::io::Result<()> {
+    match rc {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
     }
 }
 
@@ -138,12 +142,7 @@ pub(crate) fn exit_code(status: ExitStatus) -> i32 {
 /// process-wide and cannot be scoped to the runtime.
 pub(crate) fn become_subreaper() -> std::io::Result<()> {
     // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) takes no pointers.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    os_result(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) })
 }
 
 /// Reaps the remaining members of group `pgid` after its leader has been

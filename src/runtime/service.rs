@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,10 +82,6 @@ fn not_found(kind: &str, id: &str) -> Status {
     Status::not_found(format!("{kind} {id:?} not found"))
 }
 
-fn shutting_down() -> Status {
-    Status::unavailable("the embedded runtime is shutting down")
-}
-
 /// The environment of a container: `PATH` (the runtime's own, or a default),
 /// `HOSTNAME` (the sandbox hostname, when set), then the config's `envs`
 /// (later entries override earlier ones). Nothing else is inherited.
@@ -156,6 +151,33 @@ fn validate_container_config(config: &v1::ContainerConfig) -> Result<(), Status>
         }
     }
     Ok(())
+}
+
+/// `argv` (not empty) with exactly `env`, in `dir`, as the leader of a new process group,
+/// stdin `/dev/null`, stdout and stderr piped; not killed on drop (its group is the
+/// runtime's to end). The program is looked up here, unless the process gets a mount
+/// namespace of its own (`own_namespace`): then the child's execvp looks it up there.
+fn process_command(
+    argv: &[String],
+    env: &[(String, String)],
+    dir: &str,
+    own_namespace: bool,
+) -> tokio::process::Command {
+    let program = match own_namespace {
+        true => PathBuf::from(&argv[0]),
+        false => process::resolve_program(&argv[0], env, Path::new(dir)),
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(&argv[1..])
+        .env_clear()
+        .envs(env.iter().cloned())
+        .current_dir(dir)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(false);
+    cmd
 }
 
 /// Waits until the container record says exited (or its reaper is gone).
@@ -247,198 +269,41 @@ pub(crate) struct CriServer {
 }
 
 impl CriServer {
-    async fn do_run_pod_sandbox(
-        &self,
-        req: v1::RunPodSandboxRequest,
-    ) -> Result<v1::RunPodSandboxResponse, Status> {
-        let config = req
-            .config
-            .ok_or_else(|| Status::invalid_argument("RunPodSandbox: config is required"))?;
-        let meta = config.metadata.clone().ok_or_else(|| {
-            Status::invalid_argument("RunPodSandbox: config.metadata is required")
-        })?;
-        let name = SandboxRec::reserved_name(&meta);
-        let mut st = self.inner.state.lock().await;
+    /// The state, locked, unless shutdown began (`Unavailable`: no new process after that).
+    async fn lock_live(&self) -> Result<tokio::sync::MutexGuard<'_, State>, Status> {
+        let st = self.inner.state.lock().await;
         if st.shutting_down {
-            return Err(shutting_down());
+            return Err(Status::unavailable("the embedded runtime is shutting down"));
         }
-        if let Some(other) = st.sandboxes.values().find(|s| {
-            s.metadata()
-                .is_some_and(|m| SandboxRec::reserved_name(&m) == name)
-        }) {
-            return Err(Status::already_exists(format!(
-                "pod sandbox name {name:?} is reserved for {}",
-                other.id
-            )));
-        }
-        let id = self.inner.ids.next();
-        st.sandboxes.insert(
-            id.clone(),
-            SandboxRec {
-                id: id.clone(),
-                config,
-                runtime_handler: req.runtime_handler,
-                state: PodSandboxState::SandboxReady,
-                created_at: now_ns(),
-            },
-        );
-        self.inner
-            .emit(st.event(&id, &id, ContainerEventType::ContainerStartedEvent));
-        tracing::info!(sandbox_id = %id, name = %name, "pod sandbox ready");
-        Ok(v1::RunPodSandboxResponse { pod_sandbox_id: id })
+        Ok(st)
     }
 
-    /// Running containers of a sandbox as (pgid, exit watch).
-    fn running_in(st: &State, sandbox_id: &str) -> Vec<(i32, watch::Receiver<bool>)> {
-        st.containers
-            .values()
-            .filter(|c| c.sandbox_id == sandbox_id && c.state == ContainerState::ContainerRunning)
-            .filter_map(|c| Some((c.pgid?, c.exited.clone()?)))
-            .collect()
-    }
-
-    async fn stop_all(procs: Vec<(i32, watch::Receiver<bool>)>, grace: Duration) {
+    /// Stops the running containers of sandbox `id`, each with `grace`, and waits for them.
+    async fn stop_containers_of(&self, id: &str, grace: Duration) {
+        let running: Vec<_> = {
+            let st = self.inner.state.lock().await;
+            st.containers
+                .values()
+                .filter(|c| c.sandbox_id == id && c.state == ContainerState::ContainerRunning)
+                .filter_map(|c| Some((c.pgid?, c.exited.clone()?)))
+                .collect()
+        };
         let mut set = tokio::task::JoinSet::new();
-        for (pgid, rx) in procs {
+        for (pgid, rx) in running {
             set.spawn(stop_group(pgid, rx, grace));
         }
         while set.join_next().await.is_some() {}
     }
 
-    async fn do_stop_pod_sandbox(&self, id: &str) -> Result<(), Status> {
-        let running = {
-            let st = self.inner.state.lock().await;
-            if !st.sandboxes.contains_key(id) {
-                return Ok(());
-            }
-            Self::running_in(&st, id)
-        };
-        Self::stop_all(running, self.inner.opts.sandbox_stop_grace).await;
-        let mut st = self.inner.state.lock().await;
-        if let Some(s) = st.sandboxes.get_mut(id) {
-            if s.state == PodSandboxState::SandboxReady {
-                s.state = PodSandboxState::SandboxNotready;
-                self.inner
-                    .emit(st.event(id, id, ContainerEventType::ContainerStoppedEvent));
-            }
-        }
-        Ok(())
-    }
-
-    async fn do_remove_pod_sandbox(&self, id: &str) -> Result<(), Status> {
-        let running = {
-            let st = self.inner.state.lock().await;
-            if !st.sandboxes.contains_key(id) {
-                return Ok(());
-            }
-            Self::running_in(&st, id)
-        };
-        Self::stop_all(running, Duration::ZERO).await;
-        let mut st = self.inner.state.lock().await;
-        let ids: Vec<String> = st
-            .containers
-            .values()
-            .filter(|c| c.sandbox_id == id)
-            .map(|c| c.id.clone())
-            .collect();
-        for cid in ids {
-            if let Some(c) = st.containers.remove(&cid) {
-                // Started after we looked: kill it; its reaper finishes the job.
-                if let Some(pgid) = c.pgid {
-                    let _ = process::signal_group(pgid, libc::SIGKILL);
-                }
-                self.inner
-                    .emit(st.event(&cid, id, ContainerEventType::ContainerDeletedEvent));
-            }
-        }
-        if let Some(mut s) = st.sandboxes.remove(id) {
-            s.state = PodSandboxState::SandboxNotready;
-            self.inner.emit(v1::ContainerEventResponse {
-                container_id: id.to_string(),
-                container_event_type: ContainerEventType::ContainerDeletedEvent as i32,
-                created_at: now_ns(),
-                pod_sandbox_status: Some(s.status()),
-                containers_statuses: vec![],
-            });
-        }
-        Ok(())
-    }
-
-    async fn do_create_container(
-        &self,
-        req: v1::CreateContainerRequest,
-    ) -> Result<v1::CreateContainerResponse, Status> {
-        let config = req
-            .config
-            .ok_or_else(|| Status::invalid_argument("CreateContainer: config is required"))?;
-        let meta = config.metadata.clone().ok_or_else(|| {
-            Status::invalid_argument("CreateContainer: config.metadata is required")
-        })?;
-        validate_container_config(&config)?;
-        let mut st = self.inner.state.lock().await;
-        if st.shutting_down {
-            return Err(shutting_down());
-        }
-        let sandbox = st
-            .sandboxes
-            .get(&req.pod_sandbox_id)
-            .ok_or_else(|| not_found("pod sandbox", &req.pod_sandbox_id))?;
-        if sandbox.state != PodSandboxState::SandboxReady {
-            return Err(Status::failed_precondition(format!(
-                "pod sandbox {:?} is not ready",
-                req.pod_sandbox_id
-            )));
-        }
-        if let Some(other) = st.containers.values().find(|c| {
-            c.sandbox_id == req.pod_sandbox_id
-                && c.config
-                    .metadata
-                    .as_ref()
-                    .is_some_and(|m| m.name == meta.name && m.attempt == meta.attempt)
-        }) {
-            return Err(Status::already_exists(format!(
-                "container name {:?} attempt {} is reserved for {}",
-                meta.name, meta.attempt, other.id
-            )));
-        }
-        let log_dir = sandbox.config.log_directory.trim_end_matches('/');
-        let log_path = if log_dir.is_empty() || config.log_path.is_empty() {
-            String::new()
-        } else {
-            format!("{log_dir}/{}", config.log_path.trim_start_matches('/'))
-        };
-        let env = container_env(&config, &sandbox.config);
-        let working_dir = if config.working_dir.is_empty() {
-            "/".to_string()
-        } else {
-            config.working_dir.clone()
-        };
-        let id = self.inner.ids.next();
-        let sandbox_id = req.pod_sandbox_id.clone();
-        st.containers.insert(
-            id.clone(),
-            ContainerRec {
-                id: id.clone(),
-                sandbox_id: sandbox_id.clone(),
-                config,
-                log_path,
-                env,
-                working_dir,
-                state: ContainerState::ContainerCreated,
-                created_at: now_ns(),
-                started_at: 0,
-                finished_at: 0,
-                exit_code: 0,
-                reason: String::new(),
-                message: String::new(),
-                pgid: None,
-                exited: None,
-                exec_groups: Default::default(),
-            },
-        );
-        self.inner
-            .emit(st.event(&id, &sandbox_id, ContainerEventType::ContainerCreatedEvent));
-        Ok(v1::CreateContainerResponse { container_id: id })
+    /// `None` for an unknown container; else its process group and exit watch while it
+    /// runs.
+    async fn running_container(&self, id: &str) -> Option<Option<(i32, watch::Receiver<bool>)>> {
+        let st = self.inner.state.lock().await;
+        let c = st.containers.get(id)?;
+        Some(match (c.state, c.pgid, &c.exited) {
+            (ContainerState::ContainerRunning, Some(pgid), Some(rx)) => Some((pgid, rx.clone())),
+            _ => None,
+        })
     }
 
     /// Records a failed start: the container goes to EXITED with exit code 128
@@ -455,300 +320,6 @@ impl CriServer {
                 .emit(st.event(id, &sid, ContainerEventType::ContainerStoppedEvent));
         }
         Status::unknown(message)
-    }
-
-    async fn do_start_container(&self, id: &str) -> Result<(), Status> {
-        let mut st = self.inner.state.lock().await;
-        if st.shutting_down {
-            return Err(shutting_down());
-        }
-        let c = st
-            .containers
-            .get(id)
-            .ok_or_else(|| not_found("container", id))?;
-        if c.state != ContainerState::ContainerCreated {
-            return Err(Status::failed_precondition(format!(
-                "container {id:?} ({}) is in {} state",
-                c.name(),
-                c.state.as_str_name()
-            )));
-        }
-        let ready = st
-            .sandboxes
-            .get(&c.sandbox_id)
-            .is_some_and(|s| s.state == PodSandboxState::SandboxReady);
-        if !ready {
-            return Err(Status::failed_precondition(format!(
-                "pod sandbox {:?} of container {id:?} is not ready",
-                c.sandbox_id
-            )));
-        }
-        let name = c.name().to_string();
-        let argv: Vec<String> = c
-            .config
-            .command
-            .iter()
-            .chain(c.config.args.iter())
-            .cloned()
-            .collect();
-        let env = c.env.clone();
-        let working_dir = c.working_dir.clone();
-        let log_path = c.log_path.clone();
-
-        if !Path::new(&working_dir).is_dir() {
-            let msg = format!(
-                "failed to start container {name:?}: working directory {working_dir:?} does not exist on the host"
-            );
-            return Err(self.fail_start(&mut st, id, msg));
-        }
-        let log = if log_path.is_empty() {
-            None
-        } else {
-            match logs::open_log(Path::new(&log_path)).await {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    let msg = format!(
-                        "failed to start container {name:?}: cannot open log file {log_path:?}: {e}"
-                    );
-                    return Err(self.fail_start(&mut st, id, msg));
-                }
-            }
-        };
-        let plan = match super::mounts::MountPlan::new(&c.config.mounts) {
-            Ok(plan) => plan,
-            Err(e) => {
-                let msg = format!("failed to start container {name:?}: {e}");
-                return Err(self.fail_start(&mut st, id, msg));
-            }
-        };
-        // in a mount namespace of its own, the child's execvp looks the program up there
-        let program = match plan {
-            Some(_) => PathBuf::from(&argv[0]),
-            None => super::process::resolve_program(&argv[0], &env, Path::new(&working_dir)),
-        };
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(&argv[1..])
-            .env_clear()
-            .envs(env)
-            .current_dir(&working_dir)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(false);
-        if let Some(plan) = plan {
-            // SAFETY: the hook only makes system calls on memory prepared before the fork
-            unsafe {
-                cmd.pre_exec(move || plan.apply_in_child());
-            }
-        }
-        let mut child = match cmd.spawn() {
-            Ok(child) => child,
-            Err(e) => {
-                let msg = format!(
-                    "failed to start container {name:?}: cannot run {:?}: {e}",
-                    argv[0]
-                );
-                return Err(self.fail_start(&mut st, id, msg));
-            }
-        };
-        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-        self.inner.registry.add(pgid);
-        let mut pumps = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            pumps.push(tokio::spawn(logs::pump(
-                out,
-                "stdout",
-                log.clone(),
-                id.to_string(),
-            )));
-        }
-        if let Some(err) = child.stderr.take() {
-            pumps.push(tokio::spawn(logs::pump(err, "stderr", log, id.to_string())));
-        }
-        let (exit_tx, exit_rx) = watch::channel(false);
-        let sandbox_id = {
-            let c = st
-                .containers
-                .get_mut(id)
-                .expect("checked above under the same lock");
-            c.state = ContainerState::ContainerRunning;
-            c.started_at = now_ns();
-            c.pgid = Some(pgid);
-            c.exited = Some(exit_rx);
-            c.sandbox_id.clone()
-        };
-        self.inner
-            .emit(st.event(id, &sandbox_id, ContainerEventType::ContainerStartedEvent));
-        tracing::info!(container_id = %id, name = %name, pid = pgid, "container started");
-        tokio::spawn(reap_container(
-            self.inner.clone(),
-            id.to_string(),
-            child,
-            pgid,
-            pumps,
-            exit_tx,
-        ));
-        Ok(())
-    }
-
-    async fn do_stop_container(&self, id: &str, timeout: i64) -> Result<(), Status> {
-        let target = {
-            let st = self.inner.state.lock().await;
-            let c = st
-                .containers
-                .get(id)
-                .ok_or_else(|| not_found("container", id))?;
-            match (c.state, c.pgid, &c.exited) {
-                (ContainerState::ContainerRunning, Some(pgid), Some(rx)) => {
-                    Some((pgid, rx.clone()))
-                }
-                _ => None,
-            }
-        };
-        if let Some((pgid, rx)) = target {
-            let grace = Duration::from_secs(timeout.max(0) as u64).min(MAX_GRACE);
-            stop_group(pgid, rx, grace).await;
-        }
-        Ok(())
-    }
-
-    async fn do_remove_container(&self, id: &str) -> Result<(), Status> {
-        let target = {
-            let st = self.inner.state.lock().await;
-            let Some(c) = st.containers.get(id) else {
-                return Ok(());
-            };
-            match (c.state, c.pgid, &c.exited) {
-                (ContainerState::ContainerRunning, Some(pgid), Some(rx)) => {
-                    Some((pgid, rx.clone()))
-                }
-                _ => None,
-            }
-        };
-        if let Some((pgid, rx)) = target {
-            stop_group(pgid, rx, Duration::ZERO).await;
-        }
-        let mut st = self.inner.state.lock().await;
-        if let Some(c) = st.containers.remove(id) {
-            if let Some(pgid) = c.pgid {
-                let _ = process::signal_group(pgid, libc::SIGKILL);
-            }
-            self.inner
-                .emit(st.event(id, &c.sandbox_id, ContainerEventType::ContainerDeletedEvent));
-        }
-        Ok(())
-    }
-
-    async fn do_exec_sync(&self, req: v1::ExecSyncRequest) -> Result<v1::ExecSyncResponse, Status> {
-        if req.cmd.is_empty() {
-            return Err(Status::invalid_argument("ExecSync: cmd must not be empty"));
-        }
-        let (mut child, pgid) = {
-            let mut st = self.inner.state.lock().await;
-            if st.shutting_down {
-                return Err(shutting_down());
-            }
-            let c = st
-                .containers
-                .get_mut(&req.container_id)
-                .ok_or_else(|| not_found("container", &req.container_id))?;
-            if c.state != ContainerState::ContainerRunning {
-                return Err(Status::failed_precondition(format!(
-                    "container {:?} is not running (state {})",
-                    req.container_id,
-                    c.state.as_str_name()
-                )));
-            }
-            // a container in a mount namespace of its own: the command runs (and the child's
-            // execvp looks it up) in it too
-            let ns = c
-                .pgid
-                .and_then(|pid| super::mounts::namespace_of(pid, &c.config.mounts));
-            let program = match ns {
-                Some(_) => PathBuf::from(&req.cmd[0]),
-                None => {
-                    super::process::resolve_program(&req.cmd[0], &c.env, Path::new(&c.working_dir))
-                }
-            };
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(&req.cmd[1..])
-                .env_clear()
-                .envs(c.env.iter().cloned())
-                .current_dir(&c.working_dir)
-                .process_group(0)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(false);
-            if let Some(ns) = ns {
-                // SAFETY: the hook only makes one system call on a descriptor opened before
-                // the fork
-                unsafe {
-                    cmd.pre_exec(move || super::mounts::enter(&ns));
-                }
-            }
-            let child = cmd.spawn().map_err(|e| {
-                Status::unknown(format!(
-                    "ExecSync in container {:?}: cannot run {:?}: {e}",
-                    req.container_id, req.cmd[0]
-                ))
-            })?;
-            let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-            self.inner.registry.add(pgid);
-            c.exec_groups.insert(pgid);
-            (child, pgid)
-        };
-
-        // Run to completion in its own task, so that cleanup happens even if
-        // the client goes away and this RPC future is dropped.
-        let inner = self.inner.clone();
-        let container_id = req.container_id.clone();
-        let timeout = req.timeout;
-        let task = tokio::spawn(async move {
-            let (out_buf, out_task) = spawn_capped_reader(child.stdout.take(), EXEC_OUTPUT_CAP);
-            let (err_buf, err_task) = spawn_capped_reader(child.stderr.take(), EXEC_OUTPUT_CAP);
-            let waited = if timeout > 0 {
-                let limit = Duration::from_secs(timeout as u64).min(MAX_GRACE);
-                tokio::time::timeout(limit, child.wait()).await.ok()
-            } else {
-                Some(child.wait().await)
-            };
-            let timed_out = waited.is_none();
-            // Whatever the command left behind in its group goes with it.
-            let _ = process::signal_group(pgid, libc::SIGKILL);
-            let status = match waited {
-                Some(s) => s,
-                None => child.wait().await,
-            };
-            for t in [out_task, err_task].into_iter().flatten() {
-                let _ = tokio::time::timeout(LOG_DRAIN_LIMIT, t).await;
-            }
-            if let Some(c) = inner.state.lock().await.containers.get_mut(&container_id) {
-                c.exec_groups.remove(&pgid);
-            }
-            if inner.opts.reap_orphans {
-                process::reap_group_members(pgid, ORPHAN_REAP_LIMIT).await;
-            }
-            inner.registry.remove(pgid);
-            (timed_out, status, take_buf(&out_buf), take_buf(&err_buf))
-        });
-        let (timed_out, status, stdout, stderr) = task
-            .await
-            .map_err(|e| Status::internal(format!("ExecSync task failed: {e}")))?;
-        if timed_out {
-            return Err(Status::deadline_exceeded(format!(
-                "command {:?} timed out after {}s",
-                req.cmd.join(" "),
-                req.timeout
-            )));
-        }
-        let status = status.map_err(|e| Status::unknown(format!("ExecSync wait failed: {e}")))?;
-        Ok(v1::ExecSyncResponse {
-            stdout,
-            stderr,
-            exit_code: process::exit_code(status),
-        })
     }
 
     fn subscribe_events(&self) -> ReceiverStream<Result<v1::ContainerEventResponse, Status>> {
@@ -834,9 +405,6 @@ async fn reap_container(
     inner.registry.remove(pgid);
 }
 
-type EventStream =
-    Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::ContainerEventResponse, Status>> + Send>>;
-
 #[tonic::async_trait]
 impl v1::runtime_service_server::RuntimeService for CriServer {
     async fn version(
@@ -855,27 +423,95 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
         &self,
         request: Request<v1::RunPodSandboxRequest>,
     ) -> Result<Response<v1::RunPodSandboxResponse>, Status> {
-        self.do_run_pod_sandbox(request.into_inner())
-            .await
-            .map(Response::new)
+        let req = request.into_inner();
+        let config = req
+            .config
+            .ok_or_else(|| Status::invalid_argument("RunPodSandbox: config is required"))?;
+        let meta = config.metadata.clone().ok_or_else(|| {
+            Status::invalid_argument("RunPodSandbox: config.metadata is required")
+        })?;
+        let name = SandboxRec::reserved_name(&meta);
+        let mut st = self.lock_live().await?;
+        if let Some(other) = st.sandboxes.values().find(|s| {
+            s.metadata()
+                .is_some_and(|m| SandboxRec::reserved_name(&m) == name)
+        }) {
+            return Err(Status::already_exists(format!(
+                "pod sandbox name {name:?} is reserved for {}",
+                other.id
+            )));
+        }
+        let id = self.inner.ids.next();
+        st.sandboxes.insert(
+            id.clone(),
+            SandboxRec {
+                id: id.clone(),
+                config,
+                runtime_handler: req.runtime_handler,
+                state: PodSandboxState::SandboxReady,
+                created_at: now_ns(),
+            },
+        );
+        self.inner
+            .emit(st.event(&id, &id, ContainerEventType::ContainerStartedEvent));
+        tracing::info!(sandbox_id = %id, name = %name, "pod sandbox ready");
+        Ok(Response::new(v1::RunPodSandboxResponse {
+            pod_sandbox_id: id,
+        }))
     }
 
     async fn stop_pod_sandbox(
         &self,
         request: Request<v1::StopPodSandboxRequest>,
     ) -> Result<Response<v1::StopPodSandboxResponse>, Status> {
-        self.do_stop_pod_sandbox(&request.into_inner().pod_sandbox_id)
-            .await
-            .map(|()| Response::new(v1::StopPodSandboxResponse {}))
+        let id = &request.into_inner().pod_sandbox_id;
+        let grace = self.inner.opts.sandbox_stop_grace;
+        self.stop_containers_of(id, grace).await;
+        let mut st = self.inner.state.lock().await;
+        if let Some(s) = st.sandboxes.get_mut(id) {
+            if s.state == PodSandboxState::SandboxReady {
+                s.state = PodSandboxState::SandboxNotready;
+                self.inner
+                    .emit(st.event(id, id, ContainerEventType::ContainerStoppedEvent));
+            }
+        }
+        Ok(Response::new(v1::StopPodSandboxResponse {}))
     }
 
     async fn remove_pod_sandbox(
         &self,
         request: Request<v1::RemovePodSandboxRequest>,
     ) -> Result<Response<v1::RemovePodSandboxResponse>, Status> {
-        self.do_remove_pod_sandbox(&request.into_inner().pod_sandbox_id)
-            .await
-            .map(|()| Response::new(v1::RemovePodSandboxResponse {}))
+        let id = &request.into_inner().pod_sandbox_id;
+        self.stop_containers_of(id, Duration::ZERO).await;
+        let mut st = self.inner.state.lock().await;
+        let ids: Vec<String> = st
+            .containers
+            .values()
+            .filter(|c| c.sandbox_id == *id)
+            .map(|c| c.id.clone())
+            .collect();
+        for cid in ids {
+            if let Some(c) = st.containers.remove(&cid) {
+                // Started after we looked: kill it; its reaper finishes the job.
+                if let Some(pgid) = c.pgid {
+                    let _ = process::signal_group(pgid, libc::SIGKILL);
+                }
+                self.inner
+                    .emit(st.event(&cid, id, ContainerEventType::ContainerDeletedEvent));
+            }
+        }
+        if let Some(mut s) = st.sandboxes.remove(id) {
+            s.state = PodSandboxState::SandboxNotready;
+            self.inner.emit(v1::ContainerEventResponse {
+                container_id: id.to_string(),
+                container_event_type: ContainerEventType::ContainerDeletedEvent as i32,
+                created_at: now_ns(),
+                pod_sandbox_status: Some(s.status()),
+                containers_statuses: vec![],
+            });
+        }
+        Ok(Response::new(v1::RemovePodSandboxResponse {}))
     }
 
     async fn pod_sandbox_status(
@@ -917,18 +553,181 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
         &self,
         request: Request<v1::CreateContainerRequest>,
     ) -> Result<Response<v1::CreateContainerResponse>, Status> {
-        self.do_create_container(request.into_inner())
-            .await
-            .map(Response::new)
+        let req = request.into_inner();
+        let config = req
+            .config
+            .ok_or_else(|| Status::invalid_argument("CreateContainer: config is required"))?;
+        let meta = config.metadata.clone().ok_or_else(|| {
+            Status::invalid_argument("CreateContainer: config.metadata is required")
+        })?;
+        validate_container_config(&config)?;
+        let mut st = self.lock_live().await?;
+        let sandbox = st
+            .sandboxes
+            .get(&req.pod_sandbox_id)
+            .ok_or_else(|| not_found("pod sandbox", &req.pod_sandbox_id))?;
+        if sandbox.state != PodSandboxState::SandboxReady {
+            return Err(Status::failed_precondition(format!(
+                "pod sandbox {:?} is not ready",
+                req.pod_sandbox_id
+            )));
+        }
+        if let Some(other) = st.containers.values().find(|c| {
+            c.sandbox_id == req.pod_sandbox_id
+                && c.config
+                    .metadata
+                    .as_ref()
+                    .is_some_and(|m| m.name == meta.name && m.attempt == meta.attempt)
+        }) {
+            return Err(Status::already_exists(format!(
+                "container name {:?} attempt {} is reserved for {}",
+                meta.name, meta.attempt, other.id
+            )));
+        }
+        let log_dir = sandbox.config.log_directory.trim_end_matches('/');
+        let log_path = if log_dir.is_empty() || config.log_path.is_empty() {
+            String::new()
+        } else {
+            format!("{log_dir}/{}", config.log_path.trim_start_matches('/'))
+        };
+        let env = container_env(&config, &sandbox.config);
+        let working_dir = if config.working_dir.is_empty() {
+            "/".to_string()
+        } else {
+            config.working_dir.clone()
+        };
+        let id = self.inner.ids.next();
+        let sandbox_id = req.pod_sandbox_id.clone();
+        st.containers.insert(
+            id.clone(),
+            ContainerRec {
+                id: id.clone(),
+                sandbox_id: sandbox_id.clone(),
+                config,
+                log_path,
+                env,
+                working_dir,
+                state: ContainerState::ContainerCreated,
+                created_at: now_ns(),
+                ..ContainerRec::default()
+            },
+        );
+        self.inner
+            .emit(st.event(&id, &sandbox_id, ContainerEventType::ContainerCreatedEvent));
+        Ok(Response::new(v1::CreateContainerResponse {
+            container_id: id,
+        }))
     }
 
     async fn start_container(
         &self,
         request: Request<v1::StartContainerRequest>,
     ) -> Result<Response<v1::StartContainerResponse>, Status> {
-        self.do_start_container(&request.into_inner().container_id)
-            .await
-            .map(|()| Response::new(v1::StartContainerResponse {}))
+        let id = &request.into_inner().container_id;
+        let mut st = self.lock_live().await?;
+        let c = st
+            .containers
+            .get(id)
+            .ok_or_else(|| not_found("container", id))?;
+        if c.state != ContainerState::ContainerCreated {
+            return Err(Status::failed_precondition(format!(
+                "container {id:?} ({}) is in {} state",
+                c.name(),
+                c.state.as_str_name()
+            )));
+        }
+        let ready = st
+            .sandboxes
+            .get(&c.sandbox_id)
+            .is_some_and(|s| s.state == PodSandboxState::SandboxReady);
+        if !ready {
+            return Err(Status::failed_precondition(format!(
+                "pod sandbox {:?} of container {id:?} is not ready",
+                c.sandbox_id
+            )));
+        }
+        let name = c.name().to_string();
+        let argv: Vec<String> = c
+            .config
+            .command
+            .iter()
+            .chain(c.config.args.iter())
+            .cloned()
+            .collect();
+        // what can fail before the process runs, each failure recorded as a StartError
+        let started = async {
+            if !Path::new(&c.working_dir).is_dir() {
+                let dir = &c.working_dir;
+                return Err(format!(
+                    "working directory {dir:?} does not exist on the host"
+                ));
+            }
+            let log = match c.log_path.as_str() {
+                "" => None,
+                path => Some(
+                    logs::open_log(Path::new(path))
+                        .await
+                        .map_err(|e| format!("cannot open log file {path:?}: {e}"))?,
+                ),
+            };
+            let plan = super::mounts::MountPlan::new(&c.config.mounts)?;
+            let mut cmd = process_command(&argv, &c.env, &c.working_dir, plan.is_some());
+            if let Some(plan) = plan {
+                // SAFETY: the hook only makes system calls on memory prepared before the fork
+                unsafe {
+                    cmd.pre_exec(move || plan.apply_in_child());
+                }
+            }
+            let child = cmd
+                .spawn()
+                .map_err(|e| format!("cannot run {:?}: {e}", argv[0]))?;
+            Ok::<_, String>((child, log))
+        };
+        let (mut child, log) = match started.await {
+            Ok(started) => started,
+            Err(e) => {
+                let msg = format!("failed to start container {name:?}: {e}");
+                return Err(self.fail_start(&mut st, id, msg));
+            }
+        };
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        self.inner.registry.add(pgid);
+        let mut pumps = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            pumps.push(tokio::spawn(logs::pump(
+                out,
+                "stdout",
+                log.clone(),
+                id.to_string(),
+            )));
+        }
+        if let Some(err) = child.stderr.take() {
+            pumps.push(tokio::spawn(logs::pump(err, "stderr", log, id.to_string())));
+        }
+        let (exit_tx, exit_rx) = watch::channel(false);
+        let sandbox_id = {
+            let c = st
+                .containers
+                .get_mut(id)
+                .expect("checked above under the same lock");
+            c.state = ContainerState::ContainerRunning;
+            c.started_at = now_ns();
+            c.pgid = Some(pgid);
+            c.exited = Some(exit_rx);
+            c.sandbox_id.clone()
+        };
+        self.inner
+            .emit(st.event(id, &sandbox_id, ContainerEventType::ContainerStartedEvent));
+        tracing::info!(container_id = %id, name = %name, pid = pgid, "container started");
+        tokio::spawn(reap_container(
+            self.inner.clone(),
+            id.to_string(),
+            child,
+            pgid,
+            pumps,
+            exit_tx,
+        ));
+        Ok(Response::new(v1::StartContainerResponse {}))
     }
 
     async fn stop_container(
@@ -936,18 +735,31 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
         request: Request<v1::StopContainerRequest>,
     ) -> Result<Response<v1::StopContainerResponse>, Status> {
         let req = request.into_inner();
-        self.do_stop_container(&req.container_id, req.timeout)
-            .await
-            .map(|()| Response::new(v1::StopContainerResponse {}))
+        let target = self.running_container(&req.container_id).await;
+        if let Some((pgid, rx)) = target.ok_or_else(|| not_found("container", &req.container_id))? {
+            let grace = Duration::from_secs(req.timeout.max(0) as u64).min(MAX_GRACE);
+            stop_group(pgid, rx, grace).await;
+        }
+        Ok(Response::new(v1::StopContainerResponse {}))
     }
 
     async fn remove_container(
         &self,
         request: Request<v1::RemoveContainerRequest>,
     ) -> Result<Response<v1::RemoveContainerResponse>, Status> {
-        self.do_remove_container(&request.into_inner().container_id)
-            .await
-            .map(|()| Response::new(v1::RemoveContainerResponse {}))
+        let id = &request.into_inner().container_id;
+        if let Some(Some((pgid, rx))) = self.running_container(id).await {
+            stop_group(pgid, rx, Duration::ZERO).await;
+        }
+        let mut st = self.inner.state.lock().await;
+        if let Some(c) = st.containers.remove(id) {
+            if let Some(pgid) = c.pgid {
+                let _ = process::signal_group(pgid, libc::SIGKILL);
+            }
+            self.inner
+                .emit(st.event(id, &c.sandbox_id, ContainerEventType::ContainerDeletedEvent));
+        }
+        Ok(Response::new(v1::RemoveContainerResponse {}))
     }
 
     async fn list_containers(
@@ -995,9 +807,97 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
         &self,
         request: Request<v1::ExecSyncRequest>,
     ) -> Result<Response<v1::ExecSyncResponse>, Status> {
-        self.do_exec_sync(request.into_inner())
+        let req = request.into_inner();
+        if req.cmd.is_empty() {
+            return Err(Status::invalid_argument("ExecSync: cmd must not be empty"));
+        }
+        let (mut child, pgid) = {
+            let mut st = self.lock_live().await?;
+            let c = st
+                .containers
+                .get_mut(&req.container_id)
+                .ok_or_else(|| not_found("container", &req.container_id))?;
+            if c.state != ContainerState::ContainerRunning {
+                return Err(Status::failed_precondition(format!(
+                    "container {:?} is not running (state {})",
+                    req.container_id,
+                    c.state.as_str_name()
+                )));
+            }
+            // a container in a mount namespace of its own: the command runs (and the child's
+            // execvp looks it up) in it too
+            let ns = c
+                .pgid
+                .and_then(|pid| super::mounts::namespace_of(pid, &c.config.mounts));
+            let mut cmd = process_command(&req.cmd, &c.env, &c.working_dir, ns.is_some());
+            if let Some(ns) = ns {
+                // SAFETY: the hook only makes one system call on a descriptor opened before
+                // the fork
+                unsafe {
+                    cmd.pre_exec(move || super::mounts::enter(&ns));
+                }
+            }
+            let child = cmd.spawn().map_err(|e| {
+                Status::unknown(format!(
+                    "ExecSync in container {:?}: cannot run {:?}: {e}",
+                    req.container_id, req.cmd[0]
+                ))
+            })?;
+            let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+            self.inner.registry.add(pgid);
+            c.exec_groups.insert(pgid);
+            (child, pgid)
+        };
+
+        // Run to completion in its own task, so that cleanup happens even if
+        // the client goes away and this RPC future is dropped.
+        let inner = self.inner.clone();
+        let container_id = req.container_id.clone();
+        let timeout = req.timeout;
+        let task = tokio::spawn(async move {
+            let (out_buf, out_task) = spawn_capped_reader(child.stdout.take(), EXEC_OUTPUT_CAP);
+            let (err_buf, err_task) = spawn_capped_reader(child.stderr.take(), EXEC_OUTPUT_CAP);
+            let waited = if timeout > 0 {
+                let limit = Duration::from_secs(timeout as u64).min(MAX_GRACE);
+                tokio::time::timeout(limit, child.wait()).await.ok()
+            } else {
+                Some(child.wait().await)
+            };
+            let timed_out = waited.is_none();
+            // Whatever the command left behind in its group goes with it.
+            let _ = process::signal_group(pgid, libc::SIGKILL);
+            let status = match waited {
+                Some(s) => s,
+                None => child.wait().await,
+            };
+            for t in [out_task, err_task].into_iter().flatten() {
+                let _ = tokio::time::timeout(LOG_DRAIN_LIMIT, t).await;
+            }
+            if let Some(c) = inner.state.lock().await.containers.get_mut(&container_id) {
+                c.exec_groups.remove(&pgid);
+            }
+            if inner.opts.reap_orphans {
+                process::reap_group_members(pgid, ORPHAN_REAP_LIMIT).await;
+            }
+            inner.registry.remove(pgid);
+            (timed_out, status, take_buf(&out_buf), take_buf(&err_buf))
+        });
+        let (timed_out, status, stdout, stderr) = task
             .await
-            .map(Response::new)
+            .map_err(|e| Status::internal(format!("ExecSync task failed: {e}")))?;
+        if timed_out {
+            return Err(Status::deadline_exceeded(format!(
+                "command {:?} timed out after {}s",
+                req.cmd.join(" "),
+                req.timeout
+            )));
+        }
+        let status = status.map_err(|e| Status::unknown(format!("ExecSync wait failed: {e}")))?;
+        Ok(Response::new(v1::ExecSyncResponse {
+            stdout,
+            stderr,
+            exit_code: process::exit_code(status),
+        }))
     }
 
     /// The embedded runtime runs every pod in the host's network namespace, so a pod CIDR
@@ -1049,13 +949,13 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
         }))
     }
 
-    type GetContainerEventsStream = EventStream;
+    type GetContainerEventsStream = ReceiverStream<Result<v1::ContainerEventResponse, Status>>;
 
     async fn get_container_events(
         &self,
         _request: Request<v1::GetEventsRequest>,
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
-        Ok(Response::new(Box::pin(self.subscribe_events())))
+        Ok(Response::new(self.subscribe_events()))
     }
 }
 
@@ -1065,12 +965,7 @@ impl v1::image_service_server::ImageService for CriServer {
         &self,
         request: Request<v1::ListImagesRequest>,
     ) -> Result<Response<v1::ListImagesResponse>, Status> {
-        let wanted = request
-            .into_inner()
-            .filter
-            .and_then(|f| f.image)
-            .map(|i| i.image)
-            .unwrap_or_default();
+        let wanted = image_ref(request.into_inner().filter.and_then(|f| f.image));
         let st = self.inner.state.lock().await;
         let images = st
             .images
@@ -1085,11 +980,7 @@ impl v1::image_service_server::ImageService for CriServer {
         &self,
         request: Request<v1::ImageStatusRequest>,
     ) -> Result<Response<v1::ImageStatusResponse>, Status> {
-        let reference = request
-            .into_inner()
-            .image
-            .map(|i| i.image)
-            .unwrap_or_default();
+        let reference = image_ref(request.into_inner().image);
         let st = self.inner.state.lock().await;
         Ok(Response::new(v1::ImageStatusResponse {
             image: st.images.get(&reference).map(ImageRec::to_image),
@@ -1125,11 +1016,7 @@ impl v1::image_service_server::ImageService for CriServer {
         &self,
         request: Request<v1::RemoveImageRequest>,
     ) -> Result<Response<v1::RemoveImageResponse>, Status> {
-        let reference = request
-            .into_inner()
-            .image
-            .map(|i| i.image)
-            .unwrap_or_default();
+        let reference = image_ref(request.into_inner().image);
         self.inner.state.lock().await.images.remove(&reference);
         Ok(Response::new(v1::RemoveImageResponse {}))
     }
@@ -1139,12 +1026,10 @@ impl v1::image_service_server::ImageService for CriServer {
         _request: Request<v1::ImageFsInfoRequest>,
     ) -> Result<Response<v1::ImageFsInfoResponse>, Status> {
         let root = self.inner.opts.root_dir.clone();
-        let (root, (bytes, inodes)) = tokio::task::spawn_blocking(move || {
-            let usage = disk_usage(&root);
-            (root, usage)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("ImageFsInfo failed: {e}")))?;
+        let dir = root.clone();
+        let (bytes, inodes) = tokio::task::spawn_blocking(move || disk_usage(&dir))
+            .await
+            .map_err(|e| Status::internal(format!("ImageFsInfo failed: {e}")))?;
         Ok(Response::new(v1::ImageFsInfoResponse {
             image_filesystems: vec![v1::FilesystemUsage {
                 timestamp: now_ns(),
@@ -1157,6 +1042,11 @@ impl v1::image_service_server::ImageService for CriServer {
             container_filesystems: vec![],
         }))
     }
+}
+
+/// The reference of an image spec ("" without one).
+fn image_ref(spec: Option<v1::ImageSpec>) -> String {
+    spec.map(|i| i.image).unwrap_or_default()
 }
 
 /// `ADDRESS/PREFIX` with a prefix no longer than the address.

@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 
@@ -16,10 +15,7 @@ use crate::cri::v1;
 
 /// Nanoseconds since the Unix epoch.
 pub(crate) fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    crate::core::record::Time::from_system().unix_nanos()
 }
 
 /// Container-id-like identifiers: 64 lowercase hex characters.
@@ -149,6 +145,7 @@ impl SandboxRec {
 }
 
 /// A container: its config, where its process is, and how it ended.
+#[derive(Default)]
 pub(crate) struct ContainerRec {
     pub id: String,
     pub sandbox_id: String,

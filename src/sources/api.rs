@@ -9,7 +9,7 @@
 //! re-adds a pod. The first complete list reports the source ready. Must not decide what a
 //! change means for a pod worker: `core::dispatch` does.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -19,13 +19,14 @@ use kube::runtime::{watcher, WatchStreamExt};
 use tokio::sync::watch as signal;
 
 use crate::core::config::PodSource;
+use crate::core::pod::{self, CONFIG_SEEN_ANNOTATION};
 use crate::core::record::event::{PodConfigChange, SourceReady};
 use crate::core::record::{Event, Time};
-use crate::core::{pod, Uid};
+use crate::core::Uid;
 use crate::shell::Report;
 
 /// Annotations the node adds to every pod it sees (never a reason for an UPDATE).
-const LOCAL_ANNOTATIONS: [&str; 2] = [pod::CONFIG_SOURCE_ANNOTATION, "kubernetes.io/config.seen"];
+const LOCAL_ANNOTATIONS: [&str; 2] = [pod::CONFIG_SOURCE_ANNOTATION, CONFIG_SEEN_ANNOTATION];
 
 /// What kind of change a new version of a known pod is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,20 +72,30 @@ pub fn classify(existing: &Pod, new: &Pod) -> Change {
     }
 }
 
-/// The pod as the node keeps it: marked as coming from the API server.
-fn local(mut p: Pod, seen: Time) -> Arc<Pod> {
+/// The pod as the node keeps it: marked as coming from the API server, first seen when the
+/// `known` version of it was (or at `seen`).
+fn local(mut p: Pod, known: Option<&Arc<Pod>>, seen: Time) -> Arc<Pod> {
+    let known_seen = known
+        .and_then(|k| k.metadata.annotations.as_ref()?.get(CONFIG_SEEN_ANNOTATION))
+        .cloned();
     let a = p.metadata.annotations.get_or_insert_with(Default::default);
     a.insert(pod::CONFIG_SOURCE_ANNOTATION.into(), "api".into());
-    a.entry("kubernetes.io/config.seen".into())
-        .or_insert_with(|| seen.to_rfc3339_nanos());
+    let seen = known_seen
+        .or_else(|| a.get(CONFIG_SEEN_ANNOTATION).cloned())
+        .unwrap_or_else(|| seen.to_rfc3339_nanos());
+    a.insert(CONFIG_SEEN_ANNOTATION.into(), seen);
     Arc::new(p)
 }
 
-fn change_event(change: Change, p: Arc<Pod>) -> Option<Event> {
-    let c = PodConfigChange {
+fn from_api(pod: Arc<Pod>) -> PodConfigChange {
+    PodConfigChange {
         source: PodSource::Api,
-        pod: p,
-    };
+        pod,
+    }
+}
+
+fn change_event(change: Change, p: Arc<Pod>) -> Option<Event> {
+    let c = from_api(p);
     match change {
         Change::None => None,
         Change::Reconcile => Some(Event::PodReconcile(c)),
@@ -99,18 +110,12 @@ pub fn diff_list(known: &BTreeMap<Uid, Arc<Pod>>, listed: &BTreeMap<Uid, Arc<Pod
     let mut out = Vec::new();
     for (uid, p) in known {
         if !listed.contains_key(uid) {
-            out.push(Event::PodRemoved(PodConfigChange {
-                source: PodSource::Api,
-                pod: p.clone(),
-            }));
+            out.push(Event::PodRemoved(from_api(p.clone())));
         }
     }
     for (uid, p) in listed {
         match known.get(uid) {
-            None => out.push(Event::PodAdded(PodConfigChange {
-                source: PodSource::Api,
-                pod: p.clone(),
-            })),
+            None => out.push(Event::PodAdded(from_api(p.clone()))),
             Some(old) => out.extend(change_event(classify(old, p), p.clone())),
         }
     }
@@ -155,22 +160,8 @@ pub async fn run(
             }
             Ok(watcher::Event::InitApply(p)) => {
                 let uid = pod::uid(&p);
-                let keep_seen = known.get(&uid).map(|k| {
-                    k.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get("kubernetes.io/config.seen").cloned())
-                });
-                let mut p = p;
-                if let Some(Some(seen)) = keep_seen {
-                    p.metadata
-                        .annotations
-                        .get_or_insert_with(Default::default)
-                        .insert("kubernetes.io/config.seen".into(), seen);
-                }
-                relist
-                    .get_or_insert_with(BTreeMap::new)
-                    .insert(uid, local(p, now));
+                let p = local(p, known.get(&uid), now);
+                relist.get_or_insert_with(BTreeMap::new).insert(uid, p);
                 vec![]
             }
             Ok(watcher::Event::InitDone) => {
@@ -188,23 +179,9 @@ pub async fn run(
             }
             Ok(watcher::Event::Apply(p)) => {
                 let uid = pod::uid(&p);
-                let seen = known
-                    .get(&uid)
-                    .and_then(|k| k.metadata.annotations.as_ref())
-                    .and_then(|a| a.get("kubernetes.io/config.seen").cloned());
-                let mut p = p;
-                if let Some(seen) = seen {
-                    p.metadata
-                        .annotations
-                        .get_or_insert_with(Default::default)
-                        .insert("kubernetes.io/config.seen".into(), seen);
-                }
-                let p = local(p, now);
+                let p = local(p, known.get(&uid), now);
                 let ev = match known.get(&uid) {
-                    None => Some(Event::PodAdded(PodConfigChange {
-                        source: PodSource::Api,
-                        pod: p.clone(),
-                    })),
+                    None => Some(Event::PodAdded(from_api(p.clone()))),
                     Some(old) => change_event(classify(old, &p), p.clone()),
                 };
                 known.insert(uid, p);
@@ -213,10 +190,7 @@ pub async fn run(
             Ok(watcher::Event::Delete(p)) => {
                 let uid = pod::uid(&p);
                 match known.remove(&uid) {
-                    Some(last) => vec![Event::PodRemoved(PodConfigChange {
-                        source: PodSource::Api,
-                        pod: last,
-                    })],
+                    Some(last) => vec![Event::PodRemoved(from_api(last))],
                     None => vec![],
                 }
             }
@@ -240,11 +214,6 @@ pub async fn run(
             }
         }
     }
-}
-
-/// The UIDs a list of events is about (for tests and logs).
-pub fn uids(events: &[Event]) -> BTreeSet<Uid> {
-    events.iter().filter_map(Event::pod_uid).collect()
 }
 
 #[cfg(test)]
@@ -297,13 +266,13 @@ mod tests {
         let now = Time::from_unix_secs(1);
         let known: BTreeMap<Uid, Arc<Pod>> = [("a", p("a")), ("b", p("b"))]
             .into_iter()
-            .map(|(u, x)| (Uid::new(u), local(x, now)))
+            .map(|(u, x)| (Uid::new(u), local(x, None, now)))
             .collect();
         let mut b2 = p("b");
         b2.status.as_mut().unwrap().phase = Some("Running".into());
         let listed: BTreeMap<Uid, Arc<Pod>> = [("b", b2), ("c", p("c"))]
             .into_iter()
-            .map(|(u, x)| (Uid::new(u), local(x, now)))
+            .map(|(u, x)| (Uid::new(u), local(x, None, now)))
             .collect();
         let kinds: Vec<(&str, String)> = diff_list(&known, &listed)
             .iter()

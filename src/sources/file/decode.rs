@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 
 use super::error::{ManifestError, Problem};
+use super::manifest::Manifest;
 
 /// How a manifest is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,15 +42,6 @@ impl Format {
     }
 }
 
-/// The pods of one manifest.
-#[derive(Debug)]
-pub struct Decoded {
-    /// How many documents the file holds, empty ones included.
-    pub documents: usize,
-    /// Each non-empty document's index (from 0, in file order) and its Pod.
-    pub pods: Vec<(usize, Pod)>,
-}
-
 /// Just enough of a document to tell what it is.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -69,7 +61,7 @@ struct TypeMeta {
 ///
 /// Before any decoding, the file's nesting depth and size in YAML nodes are checked against
 /// `complexity`'s limits, so a hostile file is refused after a bounded amount of work.
-pub fn decode(path: &Path, bytes: &[u8], format: Format) -> Result<Decoded, ManifestError> {
+pub fn decode(path: &Path, bytes: &[u8], format: Format) -> Result<Manifest, ManifestError> {
     use super::complexity::{check, Exceeded, MAX_EVENTS, MAX_NESTING_DEPTH};
     if let Err(exceeded) = check(bytes, MAX_NESTING_DEPTH, MAX_EVENTS) {
         let problem = match exceeded {
@@ -116,7 +108,7 @@ fn check_type(path: &Path, document: Option<usize>, meta: &TypeMeta) -> Result<(
     })
 }
 
-fn decode_yaml(path: &Path, bytes: &[u8]) -> Result<Decoded, ManifestError> {
+fn decode_yaml(path: &Path, bytes: &[u8]) -> Result<Manifest, ManifestError> {
     // Pass 1: what each document is. The document iterator of serde_yaml keeps yielding
     // the same error after a syntax error, so stop at the first one.
     let mut metas: Vec<Option<TypeMeta>> = Vec::new();
@@ -141,22 +133,18 @@ fn decode_yaml(path: &Path, bytes: &[u8]) -> Result<Decoded, ManifestError> {
         return Err(ManifestError::file(path, Problem::Empty));
     }
     // Pass 2: the Pods.
-    let mut pods = Vec::new();
-    for (i, document) in serde_yaml::Deserializer::from_slice(bytes).enumerate() {
-        if i >= documents {
-            break;
-        }
-        if metas[i].is_none() {
-            continue;
-        }
-        let pod =
-            Pod::deserialize(document).map_err(|e| parse_error(path, label(i), Format::Yaml, e))?;
-        pods.push((i, pod));
-    }
-    Ok(Decoded { documents, pods })
+    let documents_again = serde_yaml::Deserializer::from_slice(bytes).zip(&metas);
+    let pods = (documents_again.enumerate())
+        .filter(|(_, (_, meta))| meta.is_some())
+        .map(|(i, (document, _))| match Pod::deserialize(document) {
+            Ok(pod) => Ok((i, pod)),
+            Err(e) => Err(parse_error(path, label(i), Format::Yaml, e)),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Manifest { documents, pods })
 }
 
-fn decode_json(path: &Path, bytes: &[u8]) -> Result<Decoded, ManifestError> {
+fn decode_json(path: &Path, bytes: &[u8]) -> Result<Manifest, ManifestError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ManifestError::file(path, Problem::Empty));
     }
@@ -165,7 +153,7 @@ fn decode_json(path: &Path, bytes: &[u8]) -> Result<Decoded, ManifestError> {
     check_type(path, None, &meta)?;
     let pod: Pod =
         serde_json::from_slice(bytes).map_err(|e| parse_error(path, None, Format::Json, e))?;
-    Ok(Decoded {
+    Ok(Manifest {
         documents: 1,
         pods: vec![(0, pod)],
     })

@@ -43,29 +43,21 @@ pub fn change_event(change: SourceChange) -> Event {
 /// at once, sends the changes, then `SourceReady { source: file }`, then rescans every
 /// `period_ms` milliseconds (at least 1). Returns when `tx`'s receiver is dropped.
 pub async fn run(dir: PathBuf, node_name: String, period_ms: u64, tx: mpsc::Sender<SourceEvent>) {
-    run_source(FileSource::new(dir, node_name), period_ms, tx).await
-}
-
-/// `run` with a source built by the caller (for other limits).
-pub async fn run_source(source: FileSource, period_ms: u64, tx: mpsc::Sender<SourceEvent>) {
+    let mut source = FileSource::new(dir, node_name);
     let period = Duration::from_millis(period_ms.max(1));
-    let mut source = Some(source);
     let mut ready_sent = false;
     loop {
-        let Some(mut scanning) = source.take() else {
-            return;
-        };
         let now = Time::from_system();
         // The scan reads files: keep it off the async workers (a hung mount must not
         // stall them).
         let scanned = tokio::task::spawn_blocking(move || {
-            let changes = scanning.scan(now);
-            (scanning, changes)
+            let changes = source.scan(now);
+            (source, changes)
         })
         .await;
         let changes = match scanned {
             Ok((scanned, changes)) => {
-                source = Some(scanned);
+                source = scanned;
                 changes
             }
             Err(e) => {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 /// Displays as `<file>: <problem>`, or `<file>: document[<i>]: <problem>` when the file
 /// holds more than one YAML document (`i` counts from 0 in file order).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{}{}: {problem}", path.display(), DocumentSuffix(*document))]
+#[error("{}{}: {problem}", path.display(), document.map_or(String::new(), |i| format!(": document[{i}]")))]
 pub struct ManifestError {
     /// The manifest file, or the manifest path for errors about the directory.
     pub path: PathBuf,
@@ -21,17 +21,6 @@ pub struct ManifestError {
     pub document: Option<usize>,
     /// What is wrong.
     pub problem: Problem,
-}
-
-struct DocumentSuffix(Option<usize>);
-
-impl fmt::Display for DocumentSuffix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(i) => write!(f, ": document[{i}]"),
-            None => Ok(()),
-        }
-    }
 }
 
 impl ManifestError {
@@ -205,14 +194,8 @@ impl fmt::Display for FieldErrors<'_> {
         match self.0 {
             [one] => one.fmt(f),
             many => {
-                f.write_str("[")?;
-                for (i, e) in many.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    e.fmt(f)?;
-                }
-                f.write_str("]")
+                let all: Vec<String> = many.iter().map(FieldError::to_string).collect();
+                write!(f, "[{}]", all.join(", "))
             }
         }
     }

@@ -14,12 +14,12 @@ use super::error::{ManifestError, Problem};
 use super::validate::validate;
 use crate::core::record::Time;
 
-/// The static pods of one manifest file.
+/// The static pods of one manifest file (as decoded, then as defaulted and validated).
 #[derive(Debug)]
 pub struct Manifest {
-    /// How many YAML documents the file holds (1 for JSON).
+    /// How many YAML documents the file holds, empty ones included (1 for JSON).
     pub documents: usize,
-    /// Each pod's document index and the defaulted, valid pod, in file order.
+    /// Each non-empty document's index (from 0, in file order) and its pod, in file order.
     pub pods: Vec<(usize, Pod)>,
 }
 
@@ -40,20 +40,18 @@ pub fn parse_manifest(
     seen: Time,
 ) -> Result<Manifest, ManifestError> {
     let format = Format::of(path).unwrap_or(Format::Yaml);
-    let decoded = decode(path, bytes, format)?;
-    let documents = decoded.documents;
-    let mut pods = Vec::with_capacity(decoded.pods.len());
-    for (i, mut pod) in decoded.pods {
-        apply_defaults(&mut pod, path, i, node_name, seen);
-        let errors = validate(&pod);
+    let mut manifest = decode(path, bytes, format)?;
+    let documents = manifest.documents;
+    for (i, pod) in &mut manifest.pods {
+        apply_defaults(pod, path, *i, node_name, seen);
+        let errors = validate(pod);
         if !errors.is_empty() {
             return Err(ManifestError {
                 path: path.to_owned(),
-                document: (documents > 1).then_some(i),
+                document: (documents > 1).then_some(*i),
                 problem: Problem::Invalid(errors),
             });
         }
-        pods.push((i, pod));
     }
-    Ok(Manifest { documents, pods })
+    Ok(manifest)
 }

@@ -27,7 +27,7 @@ mod validate;
 pub use complexity::{MAX_EVENTS, MAX_NESTING_DEPTH};
 pub use decode::Format;
 pub use defaults::{default_pull_policy, generated_uid, DEFAULT_TERMINATION_MESSAGE_PATH};
-pub use driver::{change_event, run, run_source, DEFAULT_PERIOD_MS};
+pub use driver::{change_event, run, DEFAULT_PERIOD_MS};
 pub use error::{FieldError, ManifestError, Problem};
 pub use manifest::{parse_manifest, Manifest};
 pub use source::{FileSource, Limits, SourceChange};

@@ -138,11 +138,6 @@ impl FileSource {
         self
     }
 
-    /// The manifest path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The pods in effect, by path and document.
     pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
         self.files
@@ -376,15 +371,13 @@ impl FileSource {
                         let key = (path.clone(), doc, 1);
                         let kept = match old_by_uid.get(podinfo::uid_str(&pod)) {
                             Some(old) if same_content(old, &pod) => Arc::clone(old),
-                            Some(_) => {
+                            old => {
                                 let pod = Arc::new(pod);
-                                changes.push((key, SourceChange::Updated(Arc::clone(&pod))));
-                                pods_changed = true;
-                                pod
-                            }
-                            None => {
-                                let pod = Arc::new(pod);
-                                changes.push((key, SourceChange::Added(Arc::clone(&pod))));
+                                let change = match old {
+                                    Some(_) => SourceChange::Updated(Arc::clone(&pod)),
+                                    None => SourceChange::Added(Arc::clone(&pod)),
+                                };
+                                changes.push((key, change));
                                 pods_changed = true;
                                 pod
                             }

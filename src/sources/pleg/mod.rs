@@ -131,7 +131,7 @@ impl PlegHealth {
 
     /// The threshold in force: the evented one while the event stream is in use.
     pub fn threshold_ms(&self) -> u64 {
-        if self.is_evented() {
+        if self.evented.load(Ordering::Relaxed) {
             self.evented_threshold_ms
         } else {
             self.generic_threshold_ms
@@ -147,11 +147,6 @@ impl PlegHealth {
         self.last_relist_unix_ms
             .store(now.unix_nanos() / 1_000_000, Ordering::Relaxed);
         metrics::gauge!("kubelet_pleg_last_seen_seconds").set(now.unix_secs() as f64);
-    }
-
-    /// True while the event stream is in use.
-    pub fn is_evented(&self) -> bool {
-        self.evented.load(Ordering::Relaxed)
     }
 
     /// `Healthy()`: Ok, or the kubelet's message.
@@ -209,6 +204,11 @@ struct Pleg {
 }
 
 impl Pleg {
+    /// Sends `event` to the engine; false if it has stopped.
+    async fn send(&self, event: Event) -> bool {
+        self.report.send(event, None).await
+    }
+
     /// Inspects one pod and reports its status and the events since the previous view.
     /// Returns false if the engine has stopped.
     async fn inspect_and_report(&mut self, uid: &Uid) -> bool {
@@ -235,11 +235,7 @@ impl Pleg {
                         status,
                         error: None,
                     };
-                    if !self
-                        .report
-                        .send(Event::RuntimeStatusObserved(observed), None)
-                        .await
-                    {
+                    if !self.send(Event::RuntimeStatusObserved(observed)).await {
                         return false;
                     }
                 }
@@ -249,7 +245,7 @@ impl Pleg {
                         kind,
                         container_id: Some(id),
                     };
-                    if !self.report.send(Event::PlegEvent(e), None).await {
+                    if !self.send(Event::PlegEvent(e)).await {
                         return false;
                     }
                 }
@@ -268,11 +264,7 @@ impl Pleg {
                     status: None,
                     error: Some(e.to_string()),
                 };
-                if !self
-                    .report
-                    .send(Event::RuntimeStatusObserved(observed), None)
-                    .await
-                {
+                if !self.send(Event::RuntimeStatusObserved(observed)).await {
                     return false;
                 }
                 self.reinspect.insert(uid.clone());
@@ -317,22 +309,18 @@ impl Pleg {
             .filter(|p| p.sandboxes.values().any(|ready| *ready))
             .count();
         metrics::gauge!("kubelet_running_pods").set(running_pods as f64);
-        let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
-        for p in current.values() {
-            for s in p.containers.values() {
-                use crate::core::runtime_status::ContainerState as S;
-                let label = match s {
-                    S::Created => "created",
-                    S::Running => "running",
-                    S::Exited => "exited",
-                    S::Unknown => "unknown",
-                };
-                *by_state.entry(label).or_default() += 1;
-            }
-        }
-        for state in ["created", "running", "exited", "unknown"] {
-            metrics::gauge!("kubelet_running_containers", "container_state" => state)
-                .set(by_state.get(state).copied().unwrap_or(0) as f64);
+        use crate::core::runtime_status::ContainerState as S;
+        let states = [
+            (S::Created, "created"),
+            (S::Running, "running"),
+            (S::Exited, "exited"),
+            (S::Unknown, "unknown"),
+        ];
+        for (state, label) in states {
+            let n = (current.values().flat_map(|p| p.containers.values()))
+                .filter(|s| **s == state)
+                .count();
+            metrics::gauge!("kubelet_running_containers", "container_state" => label).set(n as f64);
         }
         self.health.touch();
         metrics::histogram!("kubelet_pleg_relist_duration_seconds")
@@ -363,14 +351,14 @@ pub async fn run(
     let mut next_stream_attempt = Instant::now();
     let mut next_relist = Instant::now();
     let mut evented_supported = opts.evented;
+    let stream_retry = Duration::from_millis(opts.event_stream_retry_ms);
     if !opts.evented {
         tracing::info!(
             "PLEG: generic mode, relisting every {} ms (evented PLEG disabled)",
             opts.relist_period_ms
         );
     }
-    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(1.0);
-    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(0.0);
+    mode_gauge(false);
     loop {
         if evented_supported && stream.is_none() && Instant::now() >= next_stream_attempt {
             let connect = Instant::now();
@@ -382,8 +370,7 @@ pub async fn run(
                     .increment(1);
                     metrics::histogram!("kubelet_evented_pleg_connection_latency_seconds")
                         .record(connect.elapsed().as_secs_f64());
-                    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(1.0);
-                    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(0.0);
+                    mode_gauge(true);
                     health.set_evented(true);
                     tracing::info!(
                         endpoint = cri.endpoint(),
@@ -392,28 +379,24 @@ pub async fn run(
                     );
                     stream = Some(s);
                 }
-                Err(e) if e.code() == tonic::Code::Unimplemented => {
-                    // containerd 1.6, older CRI-O: no event stream, ever. Say so once and
-                    // stop asking.
-                    metrics::counter!(
-                        crate::observe::describe::EVENTED_PLEG_CONNECTION_ERRORS_TOTAL
-                    )
-                    .increment(1);
-                    tracing::info!(
-                        endpoint = cri.endpoint(),
-                        "PLEG: generic mode, relisting every {} ms: the runtime does not implement GetContainerEvents",
-                        opts.relist_period_ms
-                    );
-                    evented_supported = false;
-                }
                 Err(e) => {
                     metrics::counter!(
                         crate::observe::describe::EVENTED_PLEG_CONNECTION_ERRORS_TOTAL
                     )
                     .increment(1);
-                    tracing::info!(error = %e, "PLEG: generic relist every {} ms (the runtime's container event stream is not available; retrying in {} ms)", opts.relist_period_ms, opts.event_stream_retry_ms);
-                    next_stream_attempt =
-                        Instant::now() + Duration::from_millis(opts.event_stream_retry_ms);
+                    if e.code() == tonic::Code::Unimplemented {
+                        // containerd 1.6, older CRI-O: no event stream, ever. Say so once and
+                        // stop asking.
+                        tracing::info!(
+                            endpoint = cri.endpoint(),
+                            "PLEG: generic mode, relisting every {} ms: the runtime does not implement GetContainerEvents",
+                            opts.relist_period_ms
+                        );
+                        evented_supported = false;
+                    } else {
+                        tracing::info!(error = %e, "PLEG: generic relist every {} ms (the runtime's container event stream is not available; retrying in {} ms)", opts.relist_period_ms, opts.event_stream_retry_ms);
+                        next_stream_attempt = Instant::now() + stream_retry;
+                    }
                 }
             }
         }
@@ -451,26 +434,31 @@ pub async fn run(
                     tracing::info!("PLEG: generic mode, relisting every {} ms: the runtime does not implement GetContainerEvents", opts.relist_period_ms);
                     stream = None;
                     evented_supported = false;
-                    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(0.0);
-                    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(1.0);
+                    mode_gauge(false);
                     next_relist = Instant::now();
                 }
                 Some(Err(status)) => {
                     tracing::warn!(error = %status, "PLEG: the container event stream broke; relisting every {} ms until it is back", opts.relist_period_ms);
                     stream = None;
-                    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(0.0);
-                    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(1.0);
-                    next_stream_attempt = Instant::now() + Duration::from_millis(opts.event_stream_retry_ms);
+                    mode_gauge(false);
+                    next_stream_attempt = Instant::now() + stream_retry;
                     next_relist = Instant::now();
                 }
                 None => {
                     stream = None;
-                    next_stream_attempt = Instant::now() + Duration::from_millis(opts.event_stream_retry_ms);
+                    next_stream_attempt = Instant::now() + stream_retry;
                     next_relist = Instant::now();
                 }
             }
         }
     }
+}
+
+/// `ledgerlet_pleg_mode`: 1 for the mode in use, 0 for the other.
+fn mode_gauge(evented: bool) {
+    let value = |on: bool| if on { 1.0 } else { 0.0 };
+    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(value(evented));
+    metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(value(!evented));
 }
 
 async fn next_event(
