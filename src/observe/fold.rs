@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use metrics::{Counter, Histogram};
@@ -465,14 +465,39 @@ impl FoldTracer {
     }
 }
 
-/// Buffered fold spans as the SDK exports them, their [`clock_ns`] readings made wall times
-/// against one reading of both clocks.
-fn span_datas(spans: &[FoldSpan], notes: &[(usize, Note)], ids: SeqSpanIds) -> Vec<SpanData> {
+/// How far the wall clock may be stepped against the monotonic one before fold span times
+/// are anchored anew.
+pub const WALL_STEP_MS: u64 = 1_000;
+
+/// Makes [`clock_ns`] readings wall times, from one anchor (a reading of both clocks) shared
+/// by every batch, so a turn that ends where the next begins still does in the exported
+/// spans however they were batched. The anchor is taken anew when the wall clock has been
+/// stepped by more than [`WALL_STEP_MS`] since.
+fn wall_clock() -> impl Fn(u64) -> SystemTime {
+    static ANCHOR: Mutex<Option<(u64, SystemTime)>> = Mutex::new(None);
+    fn at((ns, wall): (u64, SystemTime), t: u64) -> SystemTime {
+        match t.checked_sub(ns) {
+            Some(ahead) => wall + Duration::from_nanos(ahead),
+            None => wall - Duration::from_nanos(ns - t),
+        }
+    }
     let (now_ns, now) = (clock_ns(), SystemTime::now());
-    let wall = |t: u64| match t.checked_sub(now_ns) {
-        Some(ahead) => now + Duration::from_nanos(ahead),
-        None => now - Duration::from_nanos(now_ns - t),
+    let mut anchor = ANCHOR.lock().unwrap_or_else(|p| p.into_inner());
+    let off = |a| {
+        let t = at(a, now_ns);
+        t.duration_since(now).unwrap_or_else(|e| e.duration())
     };
+    if anchor.is_none_or(|a| off(a) > Duration::from_millis(WALL_STEP_MS)) {
+        *anchor = Some((now_ns, now));
+    }
+    let a = anchor.expect("anchored");
+    move |t| at(a, t)
+}
+
+/// Buffered fold spans as the SDK exports them, their [`clock_ns`] readings made wall times
+/// ([`wall_clock`]).
+fn span_datas(spans: &[FoldSpan], notes: &[(usize, Note)], ids: SeqSpanIds) -> Vec<SpanData> {
+    let wall = wall_clock();
     let mut notes = notes.iter().peekable();
     let mut mine = Vec::new();
     spans
@@ -1198,6 +1223,18 @@ mod tests {
             .map(|r| r.span_context.trace_id().to_bytes())
             .collect();
         assert_eq!(traces.len(), roots.len());
+    }
+
+    #[test]
+    fn batches_of_fold_spans_share_one_wall_clock_anchor() {
+        let first = wall_clock();
+        std::thread::sleep(Duration::from_millis(5));
+        let second = wall_clock();
+        let t = clock_ns();
+        assert_eq!(first(t), second(t));
+        let near = SystemTime::now().duration_since(second(clock_ns()));
+        let off = near.unwrap_or_else(|e| e.duration());
+        assert!(off <= Duration::from_millis(WALL_STEP_MS), "{off:?}");
     }
 
     #[test]
