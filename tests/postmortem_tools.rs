@@ -243,14 +243,25 @@ fn explain_names_the_failed_status_writes_that_made_a_status_late() {
     // every request answered 500 until three status syncs have failed
     proxy.status_500(true);
     std::fs::write(&gate, b"").unwrap();
-    agent.wait_for("three failed status syncs", 60, |a| {
+    // three failed writes of the Succeeded status itself (under load the container may exit
+    // only after earlier writes of the Running status have failed)
+    agent.wait_for("three failed writes of the Succeeded status", 60, |a| {
+        let node = a.state();
+        let (_, succeeded) = node
+            .statuses
+            .iter()
+            .find(|(_, v)| v.status.phase.as_deref() == Some("Succeeded"))?;
         let n = a
             .ledger()
             .iter()
-            .filter(|r| matches!(&r.event, Event::StatusSyncFinished(s) if matches!(s.outcome, ledgerlet::core::record::event::StatusSyncOutcome::Failed { code: Some(500), .. })))
+            .filter(|r| matches!(&r.event, Event::StatusSyncFinished(s) if s.version == succeeded.version && matches!(s.outcome, ledgerlet::core::record::event::StatusSyncOutcome::Failed { code: Some(500), .. })))
             .count();
         (n >= 3).then_some(())
     });
+    // and long enough failing that explain lists the status rather than summarising it
+    std::thread::sleep(Duration::from_millis(
+        ledgerlet::postmortem::explain::QUICK_STATUS_MS + 500,
+    ));
     proxy.clear();
     agent.wait_for("job Succeeded in the API", 60, |_| {
         (phase() == "Succeeded").then_some(())
