@@ -47,6 +47,35 @@ fn pod_span<'a>(spans: &'a [Span], name: &str, uid: &str) -> Option<&'a Span> {
 
 /// rotel started in a temporary directory (dropped after it), or `None` where
 /// `peers::rotel` finds no rotel and allows that (never under CI).
+/// The root of a pod's trace (`in_trace`: its spans): the one span without a parent, the
+/// `pod` span naming the pod, with the record that added the pod (`fold PodAdded`) under it.
+fn pod_root<'a>(in_trace: &[&'a Span], uid: &str, full_name: &str) -> &'a Span {
+    let roots: Vec<&Span> = in_trace
+        .iter()
+        .copied()
+        .filter(|s| s.parent_id.is_empty())
+        .collect();
+    assert_eq!(roots.len(), 1, "one root in {full_name}'s trace: {roots:?}");
+    let root = roots[0];
+    let attribute = |key: &str| root.attributes.get(key).map(String::as_str);
+    assert_eq!(root.name, "pod");
+    assert_eq!(attribute("k8s.pod.uid"), Some(uid));
+    assert_eq!(attribute("k8s.pod.name"), Some(full_name));
+    assert_eq!(
+        attribute("k8s.pod"),
+        Some(format!("default/{full_name}").as_str())
+    );
+    let added = in_trace
+        .iter()
+        .find(|s| s.name == "fold PodAdded")
+        .expect("the record that added the pod is in its trace");
+    assert_eq!(
+        added.parent_id, root.id,
+        "fold PodAdded hangs under the pod's root"
+    );
+    root
+}
+
 fn started_rotel() -> Option<(tempfile::TempDir, Rotel)> {
     let bin = peers::rotel()?;
     let dir = tempfile::tempdir().unwrap();
@@ -137,24 +166,7 @@ fn otel_01_rotel_receives_pod_worker_spans_with_cri_client_and_runtime_server_sp
     let in_trace: Vec<&Span> = spans.iter().filter(|s| &s.trace_id == trace).collect();
     // the trace's root is the pod's own span, made when the pod was first seen; the record
     // that added the pod, and every later record about it without a parent span, are under it
-    let roots: Vec<&&Span> = in_trace.iter().filter(|s| s.parent_id.is_empty()).collect();
-    assert_eq!(roots.len(), 1, "one root in the pod's trace: {roots:?}");
-    let root = roots[0];
-    assert_eq!(root.name, "pod");
-    assert_eq!(root.attributes.get("k8s.pod.uid"), Some(&uid));
-    assert_eq!(root.attributes.get("k8s.pod.name"), Some(&full));
-    assert_eq!(
-        root.attributes.get("k8s.pod"),
-        Some(&format!("default/{full}"))
-    );
-    let added = in_trace
-        .iter()
-        .find(|s| s.name == "fold PodAdded")
-        .expect("the record that added the pod is in its trace");
-    assert_eq!(
-        added.parent_id, root.id,
-        "fold PodAdded hangs under the pod's root"
-    );
+    let root = pod_root(&in_trace, &uid, &full);
     for s in [sync, terminating, terminated] {
         assert!(
             descends_from(&spans, s, root),
@@ -529,25 +541,8 @@ fn otel_08_jaeger_shows_one_trace_per_pod_rooted_at_pod_with_cri_client_and_runt
         );
 
         // the trace's root is the pod's own span
-        let roots: Vec<&&Span> = in_trace.iter().filter(|s| s.parent_id.is_empty()).collect();
-        assert_eq!(roots.len(), 1, "one root in {name}'s trace: {roots:?}");
-        let root = roots[0];
         let full = format!("{name}-{}", agent.node_name);
-        assert_eq!(root.name, "pod");
-        assert_eq!(root.attributes.get("k8s.pod.uid"), Some(uid));
-        assert_eq!(root.attributes.get("k8s.pod.name"), Some(&full));
-        assert_eq!(
-            root.attributes.get("k8s.pod"),
-            Some(&format!("default/{full}"))
-        );
-        let added = in_trace
-            .iter()
-            .find(|s| s.name == "fold PodAdded")
-            .expect("the record that added the pod is in its trace");
-        assert_eq!(
-            added.parent_id, root.id,
-            "fold PodAdded under the pod's root"
-        );
+        let root = pod_root(&in_trace, uid, &full);
         assert!(
             in_trace.iter().any(|s| s.name == "fold UpdatePod"
                 && s.events
