@@ -136,7 +136,9 @@ impl Daemon {
                 event.kind()
             );
         }
-        engine.submit(Time::from_system(), input.cause, input.trace, event)
+        let emitted = engine.submit(Time::from_system(), input.cause, input.trace, event);
+        self.report.set_folded_seq(engine.ledger().last_seq());
+        emitted
     }
 
     /// Folds `input` and hands its commands to the shell. Then, unless `more_waiting` says

@@ -603,6 +603,7 @@ fn run(actions: &[Action]) -> Result<Harness, TestCaseError> {
                     uid,
                     status: (!error).then(|| Arc::new(runtime_status(running))),
                     error: error.then(|| "rpc error: code = Unavailable".to_string()),
+                    read_after_seq: Some(h.engine.ledger().last_seq()),
                 }))
             }
             Action::SyncKnown { mask } => {

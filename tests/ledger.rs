@@ -59,6 +59,7 @@ fn one_of_each_kind() -> Vec<Event> {
                 ..RuntimePodStatus::default()
             })),
             error: None,
+            read_after_seq: Some(3),
         }),
         Event::SyncFinished(SyncFinished {
             uid: Uid::new("u1"),
@@ -199,6 +200,28 @@ fn ndjson_round_trips_every_event_kind() {
         let back: Record = serde_json::from_str(&line).unwrap();
         assert_eq!(back, r);
     }
+}
+
+#[test]
+fn a_runtime_status_written_before_read_after_seq_counts_as_read_just_before_itself() {
+    let line = r#"{"seq":9,"at":"2026-01-01T00:00:00Z","kind":"RuntimeStatusObserved","event":{"uid":"u1"}}"#;
+    let Line::Record(r) = codec::decode_line::<Node>(line, 1).unwrap() else {
+        panic!("not a record");
+    };
+    let Event::RuntimeStatusObserved(o) = &r.event else {
+        panic!("{:?}", r.event);
+    };
+    assert_eq!(o.read_after_seq, None);
+    assert_eq!(
+        o.fresh_as_of(r.seq),
+        8,
+        "the rule before the field: its own seq"
+    );
+    let stamped = RuntimeStatusObserved {
+        read_after_seq: Some(3),
+        ..o.clone()
+    };
+    assert_eq!(stamped.fresh_as_of(r.seq), 3);
 }
 
 fn read_all(text: &str) -> Result<Vec<Line<Node>>, ledgerlet::ledger::DecodeError> {

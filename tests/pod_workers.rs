@@ -1360,6 +1360,42 @@ fn pw_35_each_step_waits_for_a_runtime_status_newer_than_the_last_sync() {
     let _ = WorkerActivity::Idle;
 }
 
+#[test]
+fn pw_35_a_runtime_read_begun_before_the_last_sync_finished_is_not_fresh() {
+    // A relist reads the runtime while a sync is starting the container, and its record
+    // is appended only after the sync finished. Taken as fresh, the next sync would plan
+    // a second "first" start of a container that already runs.
+    let mut h = Harness::new();
+    let p = pod("1", "p", "ns").build();
+    let before_start = RuntimePodStatus {
+        containers: vec![],
+        ..running_pod_status()
+    };
+    h.runtime.insert(uid("1"), before_start.clone());
+    start_running(&mut h, &p);
+    h.update(UpdateType::Sync, &p);
+    h.drain_pod_until_syncing("1");
+    let relist_began = h.engine.ledger().last_seq();
+    h.finish("1", SyncOutcome::Ok);
+    h.respond_read_after("1", relist_began);
+    let cmds = h.update(UpdateType::Sync, &p);
+    assert!(
+        cmds.iter().any(|c| matches!(c, Command::InspectPod { .. })),
+        "a read begun before the sync ended does not count: {cmds:?}"
+    );
+    assert!(h.awaiting_status("1"));
+    assert!(h.syncing("1").is_none());
+    // the inspection, begun now, sees the running container and the sync goes ahead
+    h.runtime.insert(uid("1"), running_pod_status());
+    h.respond("1");
+    assert!(h.syncing("1").is_some());
+    // an older read appended later never replaces the newer cache entry
+    let fresh = h.node().runtime.get(&uid("1")).unwrap();
+    h.runtime.insert(uid("1"), before_start);
+    h.respond_read_after("1", relist_began);
+    assert_eq!(h.node().runtime.get(&uid("1")).unwrap(), fresh);
+}
+
 trait DrainUntil {
     fn drain_pod_until_syncing(&mut self, uid: &str);
 }

@@ -178,10 +178,14 @@ impl Node {
             Event::PlegEvent(e) => self.handle_pleg_event(e, now, out),
             Event::RuntimeStatusObserved(o) => {
                 let uid = self.canonical_uid(&o.uid);
-                self.runtime
-                    .observe(&uid, o.status.clone(), o.error.clone(), record.seq);
-                self.pod_workers
-                    .on_runtime_status(cx!(self, record, out), &o.uid);
+                let fresh_as_of = o.fresh_as_of(record.seq);
+                if self
+                    .runtime
+                    .observe(&uid, o.status.clone(), o.error.clone(), fresh_as_of)
+                {
+                    self.pod_workers
+                        .on_runtime_status(cx!(self, record, out), &o.uid);
+                }
             }
             Event::SyncFinished(f) => {
                 let terminated = f.work == super::command::WorkType::Terminated

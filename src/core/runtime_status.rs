@@ -219,8 +219,9 @@ pub struct CacheEntry {
     /// The inspection error, if the last inspection failed (the status is then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The seq of the `RuntimeStatusObserved` record that set this entry.
-    pub observed_seq: u64,
+    /// The seq this entry is at least as fresh as (`RuntimeStatusObserved::fresh_as_of`):
+    /// the runtime was read after that record was appended.
+    pub fresh_as_of_seq: u64,
 }
 
 impl CacheEntry {
@@ -243,26 +244,30 @@ pub struct RuntimeCache {
 pub type CacheResult = Result<Arc<RuntimePodStatus>, String>;
 
 impl RuntimeCache {
-    /// Folds an observation for `uid` made by record `seq`.
+    /// Folds an observation for `uid` that is at least as fresh as record `fresh_as_of_seq`.
+    /// A read that began before the cached one (two readers, the relist and `InspectPod`,
+    /// race) is older news and changes nothing; returns whether the entry changed.
     pub fn observe(
         &mut self,
         uid: &Uid,
         status: Option<Arc<RuntimePodStatus>>,
         error: Option<String>,
-        seq: u64,
-    ) {
+        fresh_as_of_seq: u64,
+    ) -> bool {
         let entry = CacheEntry {
             status: status.unwrap_or_default(),
             error,
-            observed_seq: seq,
+            fresh_as_of_seq,
         };
         // a pod already cached (the common case) keeps its key
         match self.entries.get_mut(uid) {
+            Some(e) if e.fresh_as_of_seq > fresh_as_of_seq => return false,
             Some(e) => *e = entry,
             None => {
                 self.entries.insert(uid.clone(), entry);
             }
         }
+        true
     }
 
     /// `podCache.Get`: the last status, an empty status if the runtime never reported the
@@ -277,12 +282,14 @@ impl RuntimeCache {
             .map_or_else(|| Ok(Arc::default()), CacheEntry::result)
     }
 
-    /// `podCache.GetNewerThan`: the entry if it was observed after record `after_seq`
-    /// (any entry if `after_seq` is `None`), else `None` (the caller must ask for one).
+    /// `podCache.GetNewerThan`: the entry if the runtime was read after record `after_seq`
+    /// was appended (any entry if `after_seq` is `None`), else `None` (the caller must ask
+    /// for one). Like the kubelet's cache, which stamps a relist with the time it began and
+    /// not the time it was stored, a read that began before `after_seq` does not count.
     pub fn get_newer_than(&self, uid: &Uid, after_seq: Option<u64>) -> Option<CacheResult> {
         let e = self.entries.get(uid)?;
         match after_seq {
-            Some(s) if e.observed_seq <= s => None,
+            Some(s) if e.fresh_as_of_seq < s => None,
             _ => Some(e.result()),
         }
     }

@@ -472,7 +472,8 @@ wire!(UpdatePod {
 wire!(RuntimeStatusObserved {
     uid: req,
     status: opt_arc,
-    error: opt
+    error: opt,
+    read_after_seq: opt,
 });
 
 /// Serialises an event's payload (the `event` of a line), shared objects through the cache.

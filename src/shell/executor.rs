@@ -217,7 +217,13 @@ impl Executor {
             Ok(s) => (Some(Arc::new(s)), None),
             Err(e) => (None, Some(e.to_string())),
         };
-        let event = RuntimeStatusObserved { uid, status, error };
+        // the read began after the record that asked for it was folded
+        let event = RuntimeStatusObserved {
+            uid,
+            status,
+            error,
+            read_after_seq: Some(cause),
+        };
         self.report
             .send(Event::RuntimeStatusObserved(event), Some(cause))
             .await;

@@ -21,6 +21,9 @@ pub mod secrets;
 pub mod timers;
 pub mod volumes;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use tokio::sync::mpsc;
 
 use crate::core::record::{Event, TraceParent};
@@ -42,13 +45,27 @@ pub struct Input {
 #[derive(Clone, Debug)]
 pub struct Report {
     tx: mpsc::Sender<Input>,
+    /// The seq of the newest record the engine has folded (0: none yet).
+    folded: Arc<AtomicU64>,
 }
 
 impl Report {
     /// A report handle and the engine's receiving end, holding at most `capacity` inputs.
     pub fn channel(capacity: usize) -> (Report, mpsc::Receiver<Input>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (Report { tx }, rx)
+        let folded = Arc::new(AtomicU64::new(0));
+        (Report { tx, folded }, rx)
+    }
+
+    /// The seq of the newest record folded so far. Read before asking the runtime, it says
+    /// what the answer is at least as fresh as (`RuntimeStatusObserved::read_after_seq`).
+    pub fn folded_seq(&self) -> u64 {
+        self.folded.load(Ordering::Acquire)
+    }
+
+    /// Called by the engine's owner after folding the record `seq` (and what it derived).
+    pub fn set_folded_seq(&self, seq: u64) {
+        self.folded.fetch_max(seq, Ordering::Release);
     }
 
     /// Sends an event for the engine to append. Returns false if the engine has stopped.

@@ -306,6 +306,7 @@ impl Sim {
                             uid,
                             status,
                             error: None,
+                            read_after_seq: Some(self.engine.ledger().last_seq()),
                         }),
                         Some(cause),
                     );
@@ -478,6 +479,7 @@ impl Sim {
                 uid: uid.clone(),
                 status,
                 error: None,
+                read_after_seq: Some(self.engine.ledger().last_seq()),
             }),
             None,
         );

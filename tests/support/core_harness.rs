@@ -233,14 +233,22 @@ impl Harness {
         )
     }
 
-    /// Reports the runtime status of `uid` (from `self.runtime`).
+    /// Reports the runtime status of `uid` (from `self.runtime`), read now.
     pub fn respond(&mut self, uid: &str) -> Vec<Command> {
+        let read_after = self.engine.ledger().last_seq();
+        self.respond_read_after(uid, read_after)
+    }
+
+    /// Reports the runtime status of `uid` (from `self.runtime`) as read just after record
+    /// `read_after_seq`: a read that began then and is appended only now.
+    pub fn respond_read_after(&mut self, uid: &str, read_after_seq: u64) -> Vec<Command> {
         let u = Uid::new(uid);
         let status = self.runtime.get(&u).cloned().map(Arc::new);
         self.submit(Event::RuntimeStatusObserved(RuntimeStatusObserved {
             uid: u,
             status,
             error: None,
+            read_after_seq: Some(read_after_seq),
         }))
     }
 
@@ -249,6 +257,7 @@ impl Harness {
             uid: Uid::new(uid),
             status: None,
             error: Some(error.into()),
+            read_after_seq: Some(self.engine.ledger().last_seq()),
         }))
     }
 

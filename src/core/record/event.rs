@@ -82,6 +82,20 @@ pub struct RuntimeStatusObserved {
     /// Why the inspection failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The newest record appended before the runtime was read: the observation reflects
+    /// everything that record and its predecessors had done, and maybe more. A read can be
+    /// appended long after it began (a relist reads many pods), so freshness is judged by
+    /// this, not by the record's own seq. Absent in ledgers written before it existed; the
+    /// record's own seq less one stands in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_after_seq: Option<u64>,
+}
+
+impl RuntimeStatusObserved {
+    /// The seq this observation is at least as fresh as, given its own record's `seq`.
+    pub fn fresh_as_of(&self, seq: u64) -> u64 {
+        self.read_after_seq.unwrap_or(seq.saturating_sub(1))
+    }
 }
 
 /// How a sync command ended.

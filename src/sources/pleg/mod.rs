@@ -212,6 +212,9 @@ impl Pleg {
     /// Inspects one pod and reports its status and the events since the previous view.
     /// Returns false if the engine has stopped.
     async fn inspect_and_report(&mut self, uid: &Uid) -> bool {
+        // what the answer is at least as fresh as: a relist can take a while, and a sync
+        // can finish (and be folded) between this read and its record
+        let read_after_seq = Some(self.report.folded_seq());
         match runtime_view::pod_status(&self.cri, uid).await {
             Ok(status) => {
                 let new = listed(&status);
@@ -234,6 +237,7 @@ impl Pleg {
                         uid: uid.clone(),
                         status,
                         error: None,
+                        read_after_seq,
                     };
                     if !self.send(Event::RuntimeStatusObserved(observed)).await {
                         return false;
@@ -263,6 +267,7 @@ impl Pleg {
                     uid: uid.clone(),
                     status: None,
                     error: Some(e.to_string()),
+                    read_after_seq,
                 };
                 if !self.send(Event::RuntimeStatusObserved(observed)).await {
                     return false;

@@ -168,6 +168,7 @@ impl Fx {
                 uid: uid.clone(),
                 status,
                 error: None,
+                read_after_seq: Some(cause),
             }),
             Some(cause),
         ));
