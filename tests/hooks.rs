@@ -318,5 +318,45 @@ fn shortening_the_grace_period_cuts_a_sleeping_pre_stop_short() {
             _ => None,
         })
         .expect("the second preStop was reported");
-    assert_eq!(hook, "not completed within the grace period (3 s)");
+    assert_eq!(
+        hook,
+        "not completed within the grace period (3 s)",
+        "what the node saw of the pod:\n{}",
+        pod_history(&records, &uid)
+    );
+}
+
+/// One line per record about pod `uid` that bears on its grace period: updates (with their
+/// deletion grace and kill override), syncs and runtime actions; for a failure message.
+fn pod_history(records: &[Record], uid: &str) -> String {
+    let line = |r: &Record| -> Option<String> {
+        let grace = |p: &k8s_openapi::api::core::v1::Pod| p.metadata.deletion_grace_period_seconds;
+        let what = match &r.event {
+            Event::UpdatePod(u) if u.uid().is_some_and(|u| u.as_str() == uid) => format!(
+                "UpdatePod {:?} deletion grace {:?} kill {:?} runtime-only {}",
+                u.update_type,
+                u.pod.as_deref().and_then(grace),
+                u.kill.as_ref().map(|k| k.grace_period_override_s),
+                u.running_pod.is_some()
+            ),
+            Event::PodDeleted(c) | Event::PodUpdated(c) | Event::PodRemoved(c)
+                if c.pod.metadata.uid.as_deref() == Some(uid) =>
+            {
+                format!("{} deletion grace {:?}", r.event.kind(), grace(&c.pod))
+            }
+            Event::SyncFinished(f) if f.uid.as_str() == uid => {
+                format!("SyncFinished {} {:?} {:?}", f.sync_id, f.work, f.outcome)
+            }
+            Event::RuntimeActionFinished(a) if a.uid.as_str() == uid => {
+                format!("{:?} {:?}", a.action, a.outcome)
+            }
+            _ => return None,
+        };
+        Some(format!("{} {:?} {what}", r.seq, r.at))
+    };
+    records
+        .iter()
+        .filter_map(line)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
