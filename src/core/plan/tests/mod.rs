@@ -69,88 +69,77 @@ fn status(id: &str, c: &Container, state: ContainerState) -> ContainerStatus {
     }
 }
 
+/// Statuses `{prefix}1`, `{prefix}2`, … for these containers, all in `state`.
+fn statuses(prefix: &str, cs: &[Container], state: ContainerState) -> Vec<ContainerStatus> {
+    let id = |i: usize| format!("{prefix}{}", i + 1);
+    cs.iter()
+        .enumerate()
+        .map(|(i, c)| status(&id(i), c, state))
+        .collect()
+}
+
 /// Upstream `makeBasePodAndStatus`.
 fn base() -> Fx {
-    let containers = vec![
-        container("foo1", "busybox"),
-        container("foo2", "busybox"),
-        container("foo3", "busybox"),
-    ];
-    let statuses = containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| status(&format!("id{}", i + 1), c, ContainerState::Running))
+    let containers: Vec<_> = (1..=3)
+        .map(|i| container(&format!("foo{i}"), "busybox"))
         .collect();
+    let sandbox = SandboxStatus {
+        id: "sandboxID".into(),
+        state: SandboxState::SandboxReady,
+        created_at: Time::from_unix_secs(900),
+        attempt: 0,
+        ip: Some("10.0.0.1".into()),
+        host_network: false,
+    };
+    let meta = ObjectMeta {
+        uid: Some("12345678".into()),
+        name: Some("foo".into()),
+        namespace: Some("foo-ns".into()),
+        ..ObjectMeta::default()
+    };
     Fx {
+        rt: RuntimePodStatus {
+            name: "foo".into(),
+            namespace: "foo-ns".into(),
+            ips: vec!["10.0.0.1".into()],
+            sandboxes: vec![sandbox],
+            containers: statuses("id", &containers, ContainerState::Running),
+        },
         pod: Pod {
-            metadata: ObjectMeta {
-                uid: Some("12345678".into()),
-                name: Some("foo".into()),
-                namespace: Some("foo-ns".into()),
-                ..ObjectMeta::default()
-            },
+            metadata: meta,
             spec: Some(PodSpec {
                 containers,
                 ..PodSpec::default()
             }),
             ..Pod::default()
         },
-        rt: RuntimePodStatus {
-            name: "foo".into(),
-            namespace: "foo-ns".into(),
-            ips: vec!["10.0.0.1".into()],
-            sandboxes: vec![SandboxStatus {
-                id: "sandboxID".into(),
-                state: SandboxState::SandboxReady,
-                created_at: Time::from_unix_secs(900),
-                attempt: 0,
-                ip: Some("10.0.0.1".into()),
-                host_network: false,
-            }],
-            containers: statuses,
-        },
         probes: ProbeResults::default(),
     }
 }
 
-/// Upstream `makeBasePodAndStatusWithInitContainers`: init1..init3 all exited 0, no
-/// statuses for the regular containers.
-fn with_init() -> Fx {
+/// `base()` with these init containers (statuses initid1… in `state`) and no statuses for
+/// the regular containers.
+fn with_inits(inits: Vec<Container>, state: ContainerState) -> Fx {
     let mut fx = base();
-    let inits = vec![
-        container("init1", "bar-image"),
-        container("init2", "bar-image"),
-        container("init3", "bar-image"),
-    ];
-    fx.rt.containers = inits
-        .iter()
-        .enumerate()
-        .map(|(i, c)| status(&format!("initid{}", i + 1), c, ContainerState::Exited))
-        .collect();
+    fx.rt.containers = statuses("initid", &inits, state);
     fx.spec_mut().init_containers = Some(inits);
     fx
 }
 
+/// Upstream `makeBasePodAndStatusWithInitContainers`: init1..init3 all exited 0.
+fn with_init() -> Fx {
+    let inits = (1..=3).map(|i| container(&format!("init{i}"), "bar-image"));
+    with_inits(inits.collect(), ContainerState::Exited)
+}
+
 /// Upstream `makeBasePodAndStatusWithRestartableInitContainers`: three running sidecars,
-/// the last two with liveness and startup probes that both succeeded; no statuses for the
-/// regular containers.
+/// the last two with liveness and startup probes that both succeeded.
 fn with_sidecars() -> Fx {
-    let mut fx = base();
-    let inits = vec![
-        sidecar("restartable-init-1", false),
-        sidecar("restartable-init-2", true),
-        sidecar("restartable-init-3", true),
-    ];
-    fx.rt.containers = inits
-        .iter()
-        .enumerate()
-        .map(|(i, c)| status(&format!("initid{}", i + 1), c, ContainerState::Running))
-        .collect();
-    fx.spec_mut().init_containers = Some(inits);
-    for id in ["initid2", "initid3"] {
-        fx.set_probes(id, Some(ProbeOutcome::Success), Some(ProbeOutcome::Success));
-    }
-    fx
+    let inits = (1..=3).map(|i| sidecar(&format!("restartable-init-{i}"), i > 1));
+    let ok = Some(ProbeOutcome::Success);
+    with_inits(inits.collect(), ContainerState::Running)
+        .probed("initid2", ok, ok)
+        .probed("initid3", ok, ok)
 }
 
 impl Fx {
@@ -172,48 +161,56 @@ impl Fx {
             .unwrap_or_else(|| panic!("no container {id}"))
     }
 
-    fn exited(&mut self, id: &str, code: i32) -> &mut Self {
+    fn exited(mut self, id: &str, code: i32) -> Self {
         let s = self.st(id);
         s.state = ContainerState::Exited;
         s.exit_code = code;
         self
     }
 
-    fn state(&mut self, id: &str, state: ContainerState) -> &mut Self {
+    fn state(mut self, id: &str, state: ContainerState) -> Self {
         self.st(id).state = state;
         self
     }
 
-    fn sandbox_not_ready(&mut self, attempt: u32) -> &mut Self {
+    fn sandbox_not_ready(mut self, attempt: u32) -> Self {
         self.rt.sandboxes[0].state = SandboxState::SandboxNotready;
         self.rt.sandboxes[0].attempt = attempt;
         self
     }
 
-    fn set_probes(
-        &mut self,
+    /// Keeps only the first `n` runtime container statuses.
+    fn keep(mut self, n: usize) -> Self {
+        self.rt.containers.truncate(n);
+        self
+    }
+
+    fn probed(
+        mut self,
         id: &str,
         liveness: Option<ProbeOutcome>,
         startup: Option<ProbeOutcome>,
-    ) {
-        self.probes.set(
-            id,
-            ContainerProbes {
-                liveness,
-                readiness: None,
-                startup,
-            },
-        );
+    ) -> Self {
+        let probes = ContainerProbes {
+            liveness,
+            startup,
+            ..ContainerProbes::default()
+        };
+        self.probes.set(id, probes);
+        self
     }
 
-    /// Appends running regular containers foo1..foo3 (ids id1..id3) with matching hashes.
+    fn with_regulars(mut self, state: ContainerState) -> Self {
+        self.regulars(state, 0);
+        self
+    }
+
+    /// Appends regular containers foo1..foo3 (ids id1..id3) with matching hashes.
     fn regulars(&mut self, state: ContainerState, exit_code: i32) -> &mut Self {
         let containers = self.pod.spec.as_ref().map(|s| s.containers.clone());
-        for (i, c) in containers.unwrap_or_default().iter().enumerate() {
-            let mut s = status(&format!("id{}", i + 1), c, state);
-            s.exit_code = exit_code;
-            self.rt.containers.push(s);
-        }
+        let mut added = statuses("id", &containers.unwrap_or_default(), state);
+        added.iter_mut().for_each(|s| s.exit_code = exit_code);
+        self.rt.containers.extend(added);
         self
     }
 
@@ -230,6 +227,42 @@ fn no_action() -> PodActions {
     }
 }
 
+/// `no_action()` starting these init and regular containers.
+fn starts(init: &[usize], regular: &[usize]) -> PodActions {
+    PodActions {
+        init_containers_to_start: init.to_vec(),
+        containers_to_start: regular.to_vec(),
+        ..no_action()
+    }
+}
+
+/// Kill the pod without a new sandbox (`attempt` is the next sandbox attempt).
+fn kill_pod(attempt: u32) -> PodActions {
+    PodActions {
+        kill_pod: true,
+        attempt,
+        ..no_action()
+    }
+}
+
+/// `actions` plus one container to kill.
+fn killing(
+    actions: PodActions,
+    (id, name, kind, reason): (&str, &str, ContainerKind, KillReason),
+    message: &str,
+) -> PodActions {
+    let kill = ContainerToKill {
+        name: name.into(),
+        kind,
+        reason,
+        message: message.into(),
+    };
+    PodActions {
+        containers_to_kill: BTreeMap::from([(id.to_string(), kill)]),
+        ..actions
+    }
+}
+
 /// Kill and recreate everything in a new sandbox with this attempt.
 fn recreate(attempt: u32) -> PodActions {
     PodActions {
@@ -238,22 +271,4 @@ fn recreate(attempt: u32) -> PodActions {
         attempt,
         ..no_action()
     }
-}
-
-fn kills(
-    list: &[(&str, &str, ContainerKind, KillReason, &str)],
-) -> BTreeMap<String, ContainerToKill> {
-    list.iter()
-        .map(|(id, name, kind, reason, message)| {
-            (
-                id.to_string(),
-                ContainerToKill {
-                    name: name.to_string(),
-                    kind: *kind,
-                    reason: *reason,
-                    message: message.to_string(),
-                },
-            )
-        })
-        .collect()
 }

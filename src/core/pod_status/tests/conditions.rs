@@ -48,14 +48,8 @@ fn gs_12_conditions_copied_and_appended_in_order() {
         ..PodStatus::default()
     });
     let s = f.generate();
-    let types: Vec<&str> = s
-        .conditions
-        .iter()
-        .flatten()
-        .map(|c| c.type_.as_str())
-        .collect();
     assert_eq!(
-        types,
+        condition_types(&s),
         [
             "example.com/feature",
             DISRUPTION_TARGET,
@@ -82,94 +76,57 @@ fn gs_12_conditions_copied_and_appended_in_order() {
     }
 }
 
-fn sb(state: SandboxState, ip: Option<&str>, created: i64, host_network: bool) -> SandboxStatus {
-    SandboxStatus {
-        host_network,
-        ..sandbox(&format!("sb-{created}"), state, ip, created)
-    }
+/// Sandboxes from `STATE IP CREATED [hostnet], …`: STATE `ready` or `notready`, IP `-`
+/// for none; the ID is `sb-CREATED`.
+fn sandboxes(spec: &str) -> Vec<SandboxStatus> {
+    let one = |s: &str| {
+        let w: Vec<&str> = s.split_whitespace().collect();
+        let state = match w[0] {
+            "ready" => SandboxState::SandboxReady,
+            "notready" => SandboxState::SandboxNotready,
+            other => panic!("bad sandbox state {other}"),
+        };
+        let created: i64 = w[2].parse().unwrap();
+        let ip = (w[1] != "-").then_some(w[1]);
+        SandboxStatus {
+            host_network: w.get(3) == Some(&"hostnet"),
+            ..sandbox(&format!("sb-{created}"), state, ip, created)
+        }
+    };
+    spec.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(one)
+        .collect()
 }
 
 #[test]
 fn gs_12_pod_ready_to_start_containers_is_true_iff_no_new_sandbox_is_needed() {
-    use SandboxState::{SandboxNotready as NotReady, SandboxReady as Ready};
     let mut host = simple_pod(&["A"]);
     host.spec.as_mut().unwrap().host_network = Some(true);
-    let plain = simple_pod(&["A"]);
-    let cases: Vec<(
-        &str,
-        &k8s_openapi::api::core::v1::Pod,
-        Vec<SandboxStatus>,
-        bool,
-    )> = vec![
-        ("no sandbox", &plain, vec![], false),
-        (
-            "ready with IP",
-            &plain,
-            vec![sb(Ready, Some("10.0.0.1"), 1, false)],
-            true,
-        ),
-        (
-            "newest not ready",
-            &plain,
-            vec![
-                sb(NotReady, Some("10.0.0.2"), 2, false),
-                sb(Ready, Some("10.0.0.1"), 1, false),
-            ],
-            false,
-        ),
-        (
-            "newest ready, older dead",
-            &plain,
-            vec![
-                sb(NotReady, None, 1, false),
-                sb(Ready, Some("10.0.0.2"), 2, false),
-            ],
-            true,
-        ),
-        (
-            "ready without IP",
-            &plain,
-            vec![sb(Ready, None, 1, false)],
-            false,
-        ),
-        (
-            "two ready",
-            &plain,
-            vec![
-                sb(Ready, Some("10.0.0.2"), 2, false),
-                sb(Ready, Some("10.0.0.1"), 1, false),
-            ],
-            false,
-        ),
-        (
-            "host network without IP",
-            &host,
-            vec![sb(Ready, None, 1, true)],
-            true,
-        ),
-        (
-            "network namespace changed",
-            &plain,
-            vec![sb(Ready, Some("10.0.0.1"), 1, true)],
-            false,
-        ),
-        (
-            "network namespace changed (host)",
-            &host,
-            vec![sb(Ready, Some("10.0.0.1"), 1, false)],
-            false,
-        ),
-    ];
-    for (what, p, sandboxes, want) in cases {
-        let rt = runtime(vec![], sandboxes);
-        assert_eq!(!pod_sandbox_changed(p, &rt), want, "{what}");
-        let s = Fixture::new(p.clone(), rt).generate();
-        let want = if want { TRUE } else { FALSE };
-        assert_eq!(
-            condition(&s, POD_READY_TO_START_CONTAINERS).status,
-            want,
-            "{what}"
-        );
+    // label | pod (plain or host network) | sandboxes | PodReadyToStartContainers
+    for row in [
+        "no sandbox | plain | | False",
+        "ready with IP | plain | ready 10.0.0.1 1 | True",
+        "newest not ready | plain | notready 10.0.0.2 2, ready 10.0.0.1 1 | False",
+        "newest ready, older dead | plain | notready - 1, ready 10.0.0.2 2 | True",
+        "ready without IP | plain | ready - 1 | False",
+        "two ready | plain | ready 10.0.0.2 2, ready 10.0.0.1 1 | False",
+        "host network without IP | host | ready - 1 hostnet | True",
+        "network namespace changed | plain | ready 10.0.0.1 1 hostnet | False",
+        "network namespace changed (host) | host | ready 10.0.0.1 1 | False",
+    ] {
+        let f: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (what, want) = (f[0], f[3]);
+        let p = if f[1] == "host" {
+            host.clone()
+        } else {
+            simple_pod(&["A"])
+        };
+        let rt = runtime(vec![], sandboxes(f[2]));
+        assert_eq!(!pod_sandbox_changed(&p, &rt), want == TRUE, "{what}");
+        let s = Fixture::new(p, rt).generate();
+        let got = &condition(&s, POD_READY_TO_START_CONTAINERS).status;
+        assert_eq!(got, want, "{what}");
     }
 }
 

@@ -157,11 +157,7 @@ fn gs_05_runtime_state_maps_to_api_state() {
     assert_eq!(a.image_id, "sha256:A");
 
     let b = find(&s.container_statuses, "B");
-    let w = b
-        .state
-        .as_ref()
-        .and_then(|st| st.waiting.as_ref())
-        .expect("waiting");
+    let w = waiting_of(b);
     assert_eq!((w.reason.as_deref(), w.message.as_deref()), (None, None));
 
     let c = term(&find(&s.container_statuses, "C").state)
@@ -176,12 +172,7 @@ fn gs_05_runtime_state_maps_to_api_state() {
 
     // Unknown with no previous Running status collapses to Waiting{}.
     let d = find(&s.container_statuses, "D");
-    let w = d
-        .state
-        .as_ref()
-        .and_then(|st| st.waiting.as_ref())
-        .expect("waiting");
-    assert_eq!(w.reason, None);
+    assert_eq!(waiting_of(d).reason, None);
 }
 
 #[test]
@@ -220,11 +211,7 @@ fn gs_07_start_failure_shows_waiting_and_moves_termination_to_last_state() {
         .fail_start("B", "ImagePullBackOff", "Back-off pulling image \"b\"");
     let s = f.generate();
     let a = find(&s.container_statuses, "A");
-    let w = a
-        .state
-        .as_ref()
-        .and_then(|st| st.waiting.as_ref())
-        .expect("waiting");
+    let w = waiting_of(a);
     assert_eq!(w.reason.as_deref(), Some("CrashLoopBackOff"));
     assert_eq!(w.message.as_deref(), Some(BACKOFF_MSG));
     let last = term(&a.last_state).expect("last state");
@@ -320,12 +307,11 @@ fn gs_05_containers_not_in_the_spec_are_ignored() {
         vec![],
     );
     let s = Fixture::new(simple_pod(&["A"]), rt).generate();
-    let names: Vec<&str> = s
+    let names = s
         .container_statuses
         .iter()
         .flatten()
-        .map(|c| c.name.as_str())
-        .collect();
-    assert_eq!(names, ["A"]);
+        .map(|c| c.name.as_str());
+    assert_eq!(names.collect::<Vec<_>>(), ["A"]);
     assert_eq!(s.init_container_statuses, None);
 }

@@ -183,6 +183,13 @@ pub fn waiting_reason_of(s: &ApiContainerStatus) -> Option<&str> {
     s.state.as_ref()?.waiting.as_ref()?.reason.as_deref()
 }
 
+pub fn waiting_of(s: &ApiContainerStatus) -> &ContainerStateWaiting {
+    s.state
+        .as_ref()
+        .and_then(|st| st.waiting.as_ref())
+        .expect("waiting")
+}
+
 pub fn term(s: &Option<ContainerState>) -> Option<&ContainerStateTerminated> {
     s.as_ref()?.terminated.as_ref()
 }
@@ -194,6 +201,19 @@ pub fn condition<'s>(status: &'s PodStatus, type_: &str) -> &'s PodCondition {
         .flatten()
         .find(|c| c.type_ == type_)
         .unwrap_or_else(|| panic!("no condition {type_}"))
+}
+
+pub fn condition_types(s: &PodStatus) -> Vec<&str> {
+    s.conditions
+        .iter()
+        .flatten()
+        .map(|c| c.type_.as_str())
+        .collect()
+}
+
+/// The status's reason and message.
+pub fn reason_message(s: &PodStatus) -> (Option<&str>, Option<&str>) {
+    (s.reason.as_deref(), s.message.as_deref())
 }
 
 pub fn cond(type_: &str, status: &str) -> PodCondition {

@@ -60,19 +60,13 @@ fn gs_09_reason_and_message_carry_over_while_the_phase_is_unchanged() {
     let mut f = Fixture::new(simple_pod(&["A", "B"]), running_ab());
     f.cached = Some(status("Running", "R1", "M1"));
     let s = f.generate();
-    assert_eq!(
-        (s.reason.as_deref(), s.message.as_deref()),
-        (Some("R1"), Some("M1"))
-    );
+    assert_eq!(reason_message(&s), (Some("R1"), Some("M1")));
 
     // Empty in the cached status: fall back to the API status.
     f.pod = with_api_status(simple_pod(&["A", "B"]), status("Running", "R2", "M2"));
     f.cached = Some(status("Running", "", ""));
     let s = f.generate();
-    assert_eq!(
-        (s.reason.as_deref(), s.message.as_deref()),
-        (Some("R2"), Some("M2"))
-    );
+    assert_eq!(reason_message(&s), (Some("R2"), Some("M2")));
 }
 
 #[test]
@@ -122,10 +116,7 @@ fn gs_11_eviction_forces_failed_with_its_reason_and_message() {
     f.evict = Some((DEADLINE.0.into(), DEADLINE.1.into()));
     let s = f.generate();
     assert_eq!(s.phase.as_deref(), Some("Failed"));
-    assert_eq!(
-        (s.reason.as_deref(), s.message.as_deref()),
-        (Some(DEADLINE.0), Some(DEADLINE.1))
-    );
+    assert_eq!(reason_message(&s), (Some(DEADLINE.0), Some(DEADLINE.1)));
     assert_eq!(condition(&s, READY).status, "False");
     assert_eq!(condition(&s, READY).reason.as_deref(), Some("PodFailed"));
 }
@@ -136,14 +127,6 @@ fn gs_11_eviction_cannot_move_an_api_terminal_phase() {
     let mut f = Fixture::new(p, running_ab());
     f.evict = Some((DEADLINE.0.into(), DEADLINE.1.into()));
     assert_eq!(f.generate().phase.as_deref(), Some("Succeeded"));
-}
-
-fn types(s: &PodStatus) -> Vec<&str> {
-    s.conditions
-        .iter()
-        .flatten()
-        .map(|c| c.type_.as_str())
-        .collect()
 }
 
 fn assert_cond(s: &PodStatus, type_: &str, status: &str, reason: Option<&str>) {
@@ -174,7 +157,7 @@ fn gs_16_deleted_terminal_pod_keeps_disruption_target_and_fails() {
     let s = f.generate();
     assert_eq!(s.phase.as_deref(), Some("Failed"));
     assert_eq!(
-        types(&s),
+        condition_types(&s),
         [
             DISRUPTION_TARGET,
             POD_READY_TO_START_CONTAINERS,
@@ -225,10 +208,7 @@ fn gs_16_previous_succeeded_with_restart_always_keeps_reason_and_message() {
     f.cached = Some(status("Succeeded", "Test", "test"));
     let s = f.generate();
     assert_eq!(s.phase.as_deref(), Some("Succeeded"));
-    assert_eq!(
-        (s.reason.as_deref(), s.message.as_deref()),
-        (Some("Test"), Some("test"))
-    );
+    assert_eq!(reason_message(&s), (Some("Test"), Some("test")));
     assert_cond(&s, READY, "False", Some("PodCompleted"));
 }
 

@@ -44,61 +44,24 @@ fn pr_15_started_and_ready_from_probe_results() {
         vec![ready_sandbox("10.0.0.4")],
     );
     let mut f = Fixture::new(p, rt);
-    let set = |f: &mut Fixture, id: &str, probes: ContainerProbes| f.probes.set(id, probes);
+    let mut set = |id: &str, startup, readiness, liveness| {
+        let probes = ContainerProbes {
+            liveness,
+            readiness,
+            startup,
+        };
+        f.probes.set(id, probes)
+    };
     // A: no probes. B: startup not yet successful. C: started, readiness failing.
     // D: readiness success. Y: sidecar readiness success. Z: sidecar startup failed.
-    set(
-        &mut f,
-        "b1",
-        ContainerProbes {
-            startup: Some(Unknown),
-            readiness: Some(Success),
-            ..Default::default()
-        },
-    );
-    set(
-        &mut f,
-        "c1",
-        ContainerProbes {
-            startup: Some(Success),
-            readiness: Some(Failure),
-            ..Default::default()
-        },
-    );
-    set(
-        &mut f,
-        "d1",
-        ContainerProbes {
-            readiness: Some(Success),
-            liveness: Some(Failure),
-            ..Default::default()
-        },
-    );
-    set(
-        &mut f,
-        "y1",
-        ContainerProbes {
-            readiness: Some(Success),
-            ..Default::default()
-        },
-    );
-    set(
-        &mut f,
-        "z1",
-        ContainerProbes {
-            startup: Some(Failure),
-            ..Default::default()
-        },
-    );
+    // (id, startup, readiness, liveness)
+    set("b1", Some(Unknown), Some(Success), None);
+    set("c1", Some(Success), Some(Failure), None);
+    set("d1", None, Some(Success), Some(Failure));
+    set("y1", None, Some(Success), None);
+    set("z1", Some(Failure), None, None);
     // Results keyed by the full container ID are not ours: they must not be found.
-    set(
-        &mut f,
-        "containerd://a1",
-        ContainerProbes {
-            readiness: Some(Failure),
-            ..Default::default()
-        },
-    );
+    set("containerd://a1", None, Some(Failure), None);
     let s = f.generate();
     let got = |list: &Option<Vec<_>>, n: &str| {
         let c: &k8s_openapi::api::core::v1::ContainerStatus = find(list, n);
@@ -128,22 +91,18 @@ fn pr_15_all_ready_makes_the_pod_ready() {
         vec![ready_sandbox("10.0.0.5")],
     );
     let mut f = Fixture::new(simple_pod(&["A"]), rt);
-    f.probes.set(
-        "a1",
-        ContainerProbes {
-            readiness: Some(Failure),
+    for (readiness, want) in [(Failure, "False"), (Success, "True")] {
+        let probes = ContainerProbes {
+            readiness: Some(readiness),
             ..Default::default()
-        },
-    );
-    assert_eq!(condition(&f.generate(), READY).status, "False");
-    f.probes.set(
-        "a1",
-        ContainerProbes {
-            readiness: Some(Success),
-            ..Default::default()
-        },
-    );
-    assert_eq!(condition(&f.generate(), READY).status, "True");
+        };
+        f.probes.set("a1", probes);
+        assert_eq!(
+            condition(&f.generate(), READY).status,
+            want,
+            "{readiness:?}"
+        );
+    }
 }
 
 #[test]
@@ -313,114 +272,52 @@ fn pod_ip_of_a_host_network_pod_is_the_node_ip() {
     assert_eq!(condition(&s, "PodReadyToStartContainers").status, "True");
 }
 
-fn resources(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Option<ResourceRequirements> {
-    let list = |l: &[(&str, &str)]| {
-        (!l.is_empty()).then(|| {
-            l.iter()
-                .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-                .collect::<BTreeMap<_, _>>()
-        })
+/// `NAME` (no resources) or `NAME:REQUESTS:LIMITS`, each `res=qty,…` (`full`: 100m CPU and
+/// 1Gi memory requested, the same as 0.1 and 1024Mi of limits).
+fn with_resources(spec: &str) -> Container {
+    let spec = spec.replace(":full", ":cpu=100m,memory=1Gi:cpu=0.1,memory=1024Mi");
+    let mut parts = spec.split(':');
+    let name = parts.next().unwrap();
+    let list = |l: Option<&str>| -> Option<BTreeMap<String, Quantity>> {
+        let pairs = l.unwrap_or("").split(',').filter(|p| !p.is_empty());
+        let to_q = |p: &str| {
+            p.split_once('=')
+                .map(|(k, v)| (k.into(), Quantity(v.into())))
+        };
+        let map: BTreeMap<_, _> = pairs.map(|p| to_q(p).unwrap()).collect();
+        (!map.is_empty()).then_some(map)
     };
-    Some(ResourceRequirements {
-        requests: list(requests),
-        limits: list(limits),
+    let resources = (spec.contains(':')).then(|| ResourceRequirements {
+        requests: list(parts.next()),
+        limits: list(parts.next()),
         claims: None,
-    })
-}
-
-fn with_resources(name: &str, r: Option<ResourceRequirements>) -> Container {
+    });
     Container {
-        resources: r,
+        resources,
         ..container(name)
     }
 }
 
 #[test]
 fn qos_class_from_requests_and_limits() {
-    let full = || {
-        resources(
-            &[("cpu", "100m"), ("memory", "1Gi")],
-            &[("cpu", "0.1"), ("memory", "1024Mi")],
-        )
-    };
-    let cases: Vec<(&str, Vec<Container>, Vec<Container>, &str)> = vec![
-        ("nothing", vec![], vec![container("A")], "BestEffort"),
-        (
-            "zero requests",
-            vec![],
-            vec![with_resources("A", resources(&[("cpu", "0")], &[]))],
-            "BestEffort",
-        ),
-        (
-            "other resources only",
-            vec![],
-            vec![with_resources(
-                "A",
-                resources(&[("nvidia.com/gpu", "1")], &[("nvidia.com/gpu", "1")]),
-            )],
-            "BestEffort",
-        ),
-        (
-            "equal requests and limits",
-            vec![],
-            vec![with_resources("A", full())],
-            "Guaranteed",
-        ),
-        (
-            "limits only (defaulted requests)",
-            vec![],
-            vec![with_resources(
-                "A",
-                resources(&[], &[("cpu", "1"), ("memory", "1G")]),
-            )],
-            "Guaranteed",
-        ),
-        (
-            "request below limit",
-            vec![],
-            vec![with_resources(
-                "A",
-                resources(
-                    &[("cpu", "50m"), ("memory", "1Gi")],
-                    &[("cpu", "100m"), ("memory", "1Gi")],
-                ),
-            )],
-            "Burstable",
-        ),
-        (
-            "cpu limit only",
-            vec![],
-            vec![with_resources("A", resources(&[], &[("cpu", "1")]))],
-            "Burstable",
-        ),
-        (
-            "one container without limits",
-            vec![],
-            vec![with_resources("A", full()), container("B")],
-            "Burstable",
-        ),
-        (
-            "init container without limits",
-            vec![container("I")],
-            vec![with_resources("A", full())],
-            "Burstable",
-        ),
-        (
-            "init and app guaranteed",
-            vec![with_resources("I", full())],
-            vec![with_resources("A", full())],
-            "Guaranteed",
-        ),
-        (
-            "requests only",
-            vec![],
-            vec![with_resources("A", resources(&[("memory", "64Mi")], &[]))],
-            "Burstable",
-        ),
-    ];
-    for (what, inits, containers, want) in cases {
-        let p = pod("Always", inits, containers);
-        assert_eq!(compute_pod_qos(&p), want, "{what}");
+    // label | init containers | containers | QoS class
+    for row in [
+        "nothing | | A | BestEffort",
+        "zero requests | | A:cpu=0: | BestEffort",
+        "other resources only | | A:nvidia.com/gpu=1:nvidia.com/gpu=1 | BestEffort",
+        "equal requests and limits | | A:full | Guaranteed",
+        "limits only (defaulted requests) | | A::cpu=1,memory=1G | Guaranteed",
+        "request below limit | | A:cpu=50m,memory=1Gi:cpu=100m,memory=1Gi | Burstable",
+        "cpu limit only | | A::cpu=1 | Burstable",
+        "one container without limits | | A:full B | Burstable",
+        "init container without limits | I | A:full | Burstable",
+        "init and app guaranteed | I:full | A:full | Guaranteed",
+        "requests only | | A:memory=64Mi: | Burstable",
+    ] {
+        let f: Vec<&str> = row.split('|').map(str::trim).collect();
+        let list = |l: &str| l.split_whitespace().map(with_resources).collect();
+        let p = pod("Always", list(f[1]), list(f[2]));
+        assert_eq!(compute_pod_qos(&p), f[3], "{}", f[0]);
     }
 }
 
