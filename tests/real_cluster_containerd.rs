@@ -302,3 +302,165 @@ fn pods_on_containerd_end_with_their_exit_codes_and_a_crash_loop_counts_its_rest
         let _ = admin.run(pods.delete(name, &Default::default()));
     }
 }
+
+/// The runtime actions of pod `uid` in the node's ledger, in order: `(seq, kind of record,
+/// event)` for `RuntimeActionFinished`, `PodDeleted` and `RuntimeStatusObserved`.
+fn pod_records(c: &RealCluster, uid: &str) -> Vec<(String, serde_json::Value)> {
+    ledger_text(c)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| {
+            let e = &r["event"];
+            e["uid"] == uid || e["pod"]["metadata"]["uid"] == uid
+        })
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap_or_default().to_string(),
+                r["event"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// A bound pod with sidecars `sc1`, `sc2` (restartable init containers) and `main`.
+fn pod_with_sidecars(name: &str, main_on_term: &str) -> Pod {
+    let looping = |on_term: &str| format!("trap '{on_term}' TERM; while true; do sleep 0.1; done");
+    let c = |n: &str, script: String| serde_json::json!({"name": n, "image": IMAGE, "command": ["sh", "-c", script]});
+    let sidecar = |n: &str| {
+        let mut s = c(n, looping("exit 0"));
+        s["restartPolicy"] = "Always".into();
+        s
+    };
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": NODE,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 30,
+            "initContainers": [sidecar("sc1"), sidecar("sc2")],
+            "containers": [c("main", looping(main_on_term))]
+        }
+    }))
+    .unwrap()
+}
+
+/// Waits until `name` runs all three of its containers; returns its UID.
+fn wait_sidecars_running(admin: &support::real_cluster::Kube, name: &str) -> String {
+    let pods = admin.api::<Pod>("default");
+    admin.wait_for(&format!("{name}: sidecars and main running"), 120, |k| {
+        let p = k.run(pods.get(name)).ok()?;
+        let s = p.status.as_ref()?;
+        let statuses = s
+            .init_container_statuses
+            .iter()
+            .chain(&s.container_statuses);
+        let running = statuses
+            .flatten()
+            .filter(|c| c.state.as_ref().is_some_and(|st| st.running.is_some()));
+        (running.count() == 3)
+            .then(|| p.metadata.uid.clone())
+            .flatten()
+    })
+}
+
+/// RT-42 on containerd: deleting a pod with sidecars stops the regular container first,
+/// then the sidecars in reverse order, each after the one before it has exited.
+#[test]
+fn a_deleted_pods_sidecars_stop_after_its_main_container_in_reverse_order() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    // main takes 2 s to exit on SIGTERM, the sidecars exit at once: stopped all together,
+    // the sidecars would be gone 2 s before main
+    let pod = pod_with_sidecars("ordered", "sleep 2; exit 0");
+    admin
+        .run(pods.create(&PostParams::default(), &pod))
+        .unwrap();
+    let uid = wait_sidecars_running(&admin, "ordered");
+    admin.delete_and_watch("default", "ordered", 30);
+    let records = pod_records(c, &uid);
+    // the last time the runtime showed every container exited
+    let finished = records
+        .iter()
+        .rev()
+        .filter(|(kind, _)| kind == "RuntimeStatusObserved")
+        .find_map(|(_, e)| {
+            let cs = e["status"]["containers"].as_array()?;
+            let at = |n: &str| {
+                let c = cs
+                    .iter()
+                    .find(|c| c["name"] == n && c["state"] == "exited")?;
+                ledgerlet::core::record::Time::parse_rfc3339(c["finished_at"].as_str()?).ok()
+            };
+            Some((at("main")?, at("sc2")?, at("sc1")?))
+        })
+        .unwrap_or_else(|| panic!("no status with all three exited: {records:#?}"));
+    let (main, sc2, sc1) = finished;
+    assert!(
+        main < sc2 && sc2 < sc1,
+        "exit order main {main:?}, sc2 {sc2:?}, sc1 {sc1:?}"
+    );
+}
+
+/// RT-42 on containerd: a pod kill stops every sandbox of the pod, the NOTREADY one left
+/// from a sandbox re-creation (RT-07) too.
+#[test]
+fn a_pod_kill_stops_its_not_ready_sandboxes_too() {
+    use ledgerlet::cri::{CriClient, CriClientOptions};
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    let pod = bound_pod(
+        "resandboxed",
+        "trap 'exit 0' TERM; while true; do sleep 0.1; done",
+        5,
+        "Always",
+    );
+    admin
+        .run(pods.create(&PostParams::default(), &pod))
+        .unwrap();
+    let uid = admin.wait_for("resandboxed running", 120, |k| {
+        let p = k.run(pods.get("resandboxed")).ok()?;
+        main_status(&p)?.state.as_ref()?.running.as_ref()?;
+        p.metadata.uid
+    });
+    let sandboxes = |c: &RealCluster| -> Vec<String> {
+        pod_records(c, &uid)
+            .iter()
+            .filter(|(_, e)| e["action"] == "create_sandbox" && e["outcome"]["result"] == "ok")
+            .filter_map(|(_, e)| Some(e["outcome"]["id"].as_str()?.to_string()))
+            .collect()
+    };
+    let first = sandboxes(c).pop().expect("the pod's sandbox");
+    // the sandbox stops behind the node's back: it turns NOTREADY and the node makes a new one
+    let endpoint = std::fs::read_to_string(c.dir.join("runtime-endpoint")).unwrap();
+    admin
+        .run(async {
+            let cri = CriClient::connect(endpoint.trim(), CriClientOptions::default()).await?;
+            cri.stop_pod_sandbox(&first).await
+        })
+        .expect("StopPodSandbox");
+    admin.wait_for("a second sandbox, the pod running again", 120, |k| {
+        let p = k.run(pods.get("resandboxed")).ok()?;
+        main_status(&p)?.state.as_ref()?.running.as_ref()?;
+        (sandboxes(c).len() >= 2).then_some(())
+    });
+    admin.delete_and_watch("default", "resandboxed", 5);
+    let records = pod_records(c, &uid);
+    let deleted = records
+        .iter()
+        .position(|(kind, _)| kind == "PodDeleted")
+        .expect("the deletion reached the node");
+    let stopped: Vec<&str> = records[deleted..]
+        .iter()
+        .filter(|(_, e)| e["action"] == "stop_sandbox")
+        .filter_map(|(_, e)| e["id"].as_str())
+        .collect();
+    let all = sandboxes(c);
+    for id in &all {
+        assert!(
+            stopped.contains(&id.as_str()),
+            "sandbox {id} was not stopped by the kill; stopped {stopped:?} of {all:?}"
+        );
+    }
+}

@@ -80,6 +80,11 @@ pub struct ContainerKill {
     /// grace period of 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_stop_s: Option<i64>,
+    /// RT-42, in a whole-pod kill: after its preStop hook, wait (for at most what is left of
+    /// the grace period) until these containers of the same kill have stopped. A sidecar
+    /// waits for the regular containers and for the sidecar after it. Empty: stop at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wait_for: Vec<String>,
 }
 
 /// Stop a whole pod (`killPodWithSyncResult`): every container, then every sandbox.

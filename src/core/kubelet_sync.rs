@@ -22,7 +22,7 @@ use super::plan::{self, KillReason};
 use super::pod;
 use super::pod_status::{self, StatusInputs};
 use super::reason_cache::StartFailure;
-use super::runtime_status::{ContainerState, RuntimePodStatus, SandboxState};
+use super::runtime_status::{ContainerState, RuntimePodStatus};
 use super::status::StatusUpdate;
 use super::status_memo::MemoKey;
 use super::timers::TimerKey;
@@ -266,6 +266,7 @@ impl Node {
                                 message: format!("Stopping container {}", rc.name),
                                 // no spec, so no hook (upstream restores it from labels)
                                 pre_stop_s: None,
+                                wait_for: vec![],
                             })
                             .collect(),
                         sandbox_ids: c.running_pod.sandboxes.clone(),
@@ -352,6 +353,7 @@ impl Node {
                     grace_period_s: plan::stop_timeout_s(base),
                     message: k.message.clone(),
                     pre_stop_s: pre_stop_budget(spec, base, running),
+                    wait_for: vec![],
                 });
             }
         }
@@ -626,14 +628,22 @@ fn pre_stop_budget(spec: Option<&Container>, base_s: i64, running: bool) -> Opti
 }
 
 /// `killPodWithSyncResult` as a plan: every running or created container with its grace
-/// period (RT-39: deletion grace, else spec, overridden by the worker's grace; at least 2 s),
-/// then every ready sandbox.
+/// period (RT-39: deletion grace, else spec, overridden by the worker's grace; at least 2 s)
+/// and, with sidecars, its turn (RT-42), then every sandbox of the pod, ready or not (RT-42:
+/// `ConvertPodStatusToRunningPod` keeps them all).
 fn kill_pod_plan(
     p: &Pod,
     runtime: &RuntimePodStatus,
     override_s: Option<i64>,
     extra: &mut Vec<Command>,
 ) -> PodKill {
+    let running: Vec<&str> = runtime
+        .containers
+        .iter()
+        .filter(|c| c.state == ContainerState::Running)
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut turns = plan::termination_prerequisites(p, &running);
     let mut containers = Vec::new();
     for c in &runtime.containers {
         if !matches!(
@@ -655,15 +665,15 @@ fn kill_pod_plan(
             grace_period_s: plan::stop_timeout_s(base),
             message,
             pre_stop_s: pre_stop_budget(spec, base, running),
+            // the kubelet waits only with time left (`gracePeriod > 0`)
+            wait_for: match base > 0 && running {
+                true => turns.remove(&c.name).unwrap_or_default(),
+                false => vec![],
+            },
         });
     }
     PodKill {
         containers,
-        sandbox_ids: runtime
-            .sandboxes
-            .iter()
-            .filter(|s| s.state == SandboxState::SandboxReady)
-            .map(|s| s.id.clone())
-            .collect(),
+        sandbox_ids: runtime.sandboxes.iter().map(|s| s.id.clone()).collect(),
     }
 }

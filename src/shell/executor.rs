@@ -255,7 +255,7 @@ impl Executor {
             }
         } else {
             for k in &plan.kill_containers {
-                if let Err(e) = self.kill_container(step, k, Some(&site)).await {
+                if let Err(e) = self.kill_container(step, k, Some(&site), None).await {
                     return SyncOutcome::Failed { message: e };
                 }
             }
@@ -547,8 +547,9 @@ impl Executor {
             grace_period_s: kill.grace_period_s,
             message: crate::core::kubelet_sync::FAILED_POST_START_HOOK.into(),
             pre_stop_s: kill.pre_stop_s,
+            wait_for: vec![],
         };
-        if let Err(e) = self.kill_container(step, &k, Some(&site)).await {
+        if let Err(e) = self.kill_container(step, &k, Some(&site), None).await {
             tracing::warn!(error = %e, "killing a container whose postStart hook failed");
         }
         Err(msg)
@@ -670,19 +671,41 @@ impl Executor {
     }
 
     /// `killContainer`: the preStop hook within the grace period (when the plan gives it
-    /// a budget and `site` has the pod), then `StopContainer` with what is left of the grace
-    /// period, at least 2 s.
+    /// a budget and `site` has the pod), then its turn in a whole-pod kill (`turns`, RT-42)
+    /// within what is left, then `StopContainer` with what is left of the grace period, at
+    /// least 2 s. Its own turn ends when `StopContainer` returns, however it went.
     async fn kill_container(
         &self,
         step: &Step<'_>,
         k: &ContainerKill,
         site: Option<&HookSite<'_>>,
+        turns: Option<&Turns>,
     ) -> Result<(), String> {
         let mut timeout = k.grace_period_s.max(MIN_STOP_TIMEOUT_S);
+        let mut left_s = k.grace_period_s;
         if let (Some(budget), Some(site)) = (k.pre_stop_s, site) {
-            let spent = self.pre_stop(step, k, site, budget).await;
-            timeout = (budget - spent).max(MIN_STOP_TIMEOUT_S);
+            left_s = budget - self.pre_stop(step, k, site, budget).await;
+            timeout = left_s.max(MIN_STOP_TIMEOUT_S);
         }
+        if let (Some(turns), false) = (turns, k.wait_for.is_empty() || left_s <= 0) {
+            let waited = Instant::now();
+            turns.wait(&k.wait_for, left_s).await;
+            timeout = (left_s - waited.elapsed().as_secs() as i64).max(MIN_STOP_TIMEOUT_S);
+        }
+        let result = self.stop_container(step, k, timeout).await;
+        if let Some(turns) = turns {
+            turns.done(&k.name);
+        }
+        result
+    }
+
+    /// `StopContainer` with `timeout_s`, reported as a `KillContainer` action.
+    async fn stop_container(
+        &self,
+        step: &Step<'_>,
+        k: &ContainerKill,
+        timeout: i64,
+    ) -> Result<(), String> {
         let started = Instant::now();
         let action = RuntimeAction::KillContainer {
             id: k.id.clone(),
@@ -723,10 +746,11 @@ impl Executor {
         kill: &PodKill,
         site: Option<&HookSite<'_>>,
     ) -> Result<(), String> {
+        let turns = Turns::new(kill);
         let results = futures::future::join_all(
             kill.containers
                 .iter()
-                .map(|k| self.kill_container(step, k, site)),
+                .map(|k| self.kill_container(step, k, site, Some(&turns))),
         )
         .await;
         let mut errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
@@ -803,6 +827,7 @@ impl Executor {
                         grace_period_s: MIN_STOP_TIMEOUT_S,
                         message: format!("Stopping container {}", c.name),
                         pre_stop_s: None,
+                        wait_for: vec![],
                     })
                     .collect(),
                 sandbox_ids: ready_sandboxes,
@@ -937,6 +962,34 @@ fn reason_code(reason: &str) -> &'static str {
         "ErrImageNeverPull" => "ErrImageNeverPull",
         "ErrImagePull" => "ErrImagePull",
         _ => "Unknown",
+    }
+}
+
+/// RT-42: the containers of one whole-pod kill that have stopped, for those that wait for
+/// their turn (the kubelet's `terminationOrdering`). A name outside the kill never blocks.
+struct Turns(BTreeMap<String, watch::Sender<bool>>);
+
+impl Turns {
+    fn new(kill: &PodKill) -> Turns {
+        let names = kill.containers.iter().map(|k| k.name.clone());
+        Turns(names.map(|n| (n, watch::channel(false).0)).collect())
+    }
+
+    /// Waits until every container in `names` has stopped, for at most `limit_s` seconds.
+    async fn wait(&self, names: &[String], limit_s: i64) {
+        let all = names.iter().filter_map(|n| self.0.get(n)).map(|tx| {
+            let mut rx = tx.subscribe();
+            async move { rx.wait_for(|stopped| *stopped).await.map(|_| ()) }
+        });
+        let limit = std::time::Duration::from_secs(limit_s.max(0) as u64);
+        let _ = tokio::time::timeout(limit, futures::future::join_all(all)).await;
+    }
+
+    /// Marks `name` stopped.
+    fn done(&self, name: &str) {
+        if let Some(tx) = self.0.get(name) {
+            tx.send_replace(true);
+        }
     }
 }
 
