@@ -55,28 +55,21 @@ const DATA_DIR_TMP: &str = "..data_tmp";
 
 /// The plugin directory of `v`, if it is a volume this module writes.
 pub fn plugin_of(v: &Volume) -> Option<&'static str> {
-    if v.projected.is_some() {
-        Some(PROJECTED_PLUGIN)
-    } else if v.config_map.is_some() {
-        Some(CONFIGMAP_PLUGIN)
-    } else if v.secret.is_some() {
-        Some(SECRET_PLUGIN)
-    } else if v.downward_api.is_some() {
-        Some(DOWNWARD_API_PLUGIN)
-    } else {
-        None
-    }
+    [
+        (v.projected.is_some(), PROJECTED_PLUGIN),
+        (v.config_map.is_some(), CONFIGMAP_PLUGIN),
+        (v.secret.is_some(), SECRET_PLUGIN),
+        (v.downward_api.is_some(), DOWNWARD_API_PLUGIN),
+    ]
+    .into_iter()
+    .find_map(|(is, plugin)| is.then_some(plugin))
 }
 
 /// `<pods_dir>/<uid>/volumes/<plugin>/<name>` for a volume this module writes.
 pub fn volume_path(pods_dir: &Path, uid: &str, v: &Volume) -> Option<PathBuf> {
-    plugin_of(v).map(|plugin| {
-        pods_dir
-            .join(uid)
-            .join("volumes")
-            .join(plugin)
-            .join(&v.name)
-    })
+    let plugin = plugin_of(v)?;
+    let volumes = pods_dir.join(uid).join("volumes");
+    Some(volumes.join(plugin).join(&v.name))
 }
 
 /// One file of a payload. Its `Debug` never shows the data.
@@ -88,14 +81,20 @@ pub struct FileProjection {
     pub mode: u32,
 }
 
+impl FileProjection {
+    /// A file of `data` with permission bits `mode`.
+    pub fn new(data: impl Into<Vec<u8>>, mode: u32) -> FileProjection {
+        FileProjection {
+            data: data.into(),
+            mode,
+        }
+    }
+}
+
 impl std::fmt::Debug for FileProjection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "FileProjection({} bytes, {:o})",
-            self.data.len(),
-            self.mode
-        )
+        let (n, mode) = (self.data.len(), self.mode);
+        write!(f, "FileProjection({n} bytes, {mode:o})")
     }
 }
 
@@ -109,10 +108,7 @@ pub fn validate_path(path: &str) -> Result<(), String> {
         return Err("the path is empty".into());
     }
     if path.len() > 4096 {
-        return Err(format!(
-            "the path is longer than 4096 bytes: {:.40}...",
-            path
-        ));
+        return Err(format!("the path is longer than 4096 bytes: {path:.40}..."));
     }
     if path.starts_with("..") {
         return Err(format!("{path:?} must not start with '..'"));
@@ -134,16 +130,9 @@ pub fn validate_path(path: &str) -> Result<(), String> {
 /// `..2006_01_02_15_04_05.<nanos>` for `t` (UTC), the kubelet's payload directory name.
 fn timestamped_name(t: SystemTime, n: u32) -> String {
     let t = jiff::Timestamp::try_from(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    let suffix = if n == 0 {
-        String::new()
-    } else {
-        format!("_{n}")
-    };
-    format!(
-        "..{}.{:09}{suffix}",
-        t.strftime("%Y_%m_%d_%H_%M_%S"),
-        t.subsec_nanosecond()
-    )
+    let suffix = (n > 0).then(|| format!("_{n}")).unwrap_or_default();
+    let (date, nanos) = (t.strftime("%Y_%m_%d_%H_%M_%S"), t.subsec_nanosecond());
+    format!("..{date}.{nanos:09}{suffix}")
 }
 
 /// Every regular file under `dir`, by path relative to it.
@@ -323,9 +312,7 @@ fn go_quote(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
             '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
             c => out.push(c),
         }
     }
@@ -436,13 +423,8 @@ pub fn downward_payload(
             Err("neither fieldRef nor resourceFieldRef".into())
         }
         .map_err(|e| format!("items[{i}] ({}): {e}", item.path))?;
-        out.insert(
-            item.path.clone(),
-            FileProjection {
-                data: value.into_bytes(),
-                mode: mode_of(item.mode, default_mode),
-            },
-        );
+        let file = FileProjection::new(value, mode_of(item.mode, default_mode));
+        out.insert(item.path.clone(), file);
     }
     Ok(out)
 }
@@ -617,9 +599,7 @@ impl Projector {
         let mut st = self.lock();
         let uid = pod::uid_str(p).to_string();
         if !st.pods.contains_key(&uid) && st.pods.len() >= MAX_PODS {
-            if let Some(k) = st.pods.keys().next().cloned() {
-                st.pods.remove(&k);
-            }
+            st.pods.pop_first();
         }
         st.pods.insert(uid, p.clone());
         Ok(paths)
@@ -712,11 +692,7 @@ impl Projector {
                     let token = self
                         .token(p, &sa, t.audience.as_deref(), t.expiration_seconds, &what)
                         .await?;
-                    let data = token.into_bytes();
-                    let file = FileProjection {
-                        data,
-                        mode: default_mode,
-                    };
+                    let file = FileProjection::new(token, default_mode);
                     Ok(Payload::from([(t.path.clone(), file)]))
                 }
                 Some(Source::ConfigMap(k)) => {
@@ -761,10 +737,8 @@ impl Projector {
             return Err(format!("{what}: {lower} \"{name}\" not found"));
         };
         let data = object.keys(&self.redactor);
-        let file = |data: &Vec<u8>, mode| FileProjection {
-            data: data.clone(),
-            mode: mode_of(mode, default_mode),
-        };
+        let file =
+            |data: &Vec<u8>, mode| FileProjection::new(data.clone(), mode_of(mode, default_mode));
         let Some(items) = s.items else {
             return Ok(data
                 .iter()
@@ -879,19 +853,18 @@ impl Projector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering::SeqCst;
     use std::time::UNIX_EPOCH;
 
-    fn file(data: &str, mode: u32) -> FileProjection {
-        FileProjection {
-            data: data.as_bytes().to_vec(),
-            mode,
-        }
+    /// The text of the file at `path`.
+    fn read(path: impl AsRef<Path>) -> String {
+        std::fs::read_to_string(path).unwrap()
     }
 
     fn payload(entries: &[(&str, &str, u32)]) -> Payload {
         entries
             .iter()
-            .map(|(k, v, m)| (k.to_string(), file(v, *m)))
+            .map(|(k, v, m)| (k.to_string(), FileProjection::new(*v, *m)))
             .collect()
     }
 
@@ -920,19 +893,11 @@ mod tests {
         let data = data.to_string_lossy().into_owned();
         assert!(data.starts_with("..2"), "{data}");
         assert_eq!(ts_dirs(&dir), vec![data.clone()]);
-        assert_eq!(
-            std::fs::read_link(dir.join("token")).unwrap(),
-            Path::new("..data/token")
-        );
-        assert_eq!(
-            std::fs::read_link(dir.join("sub")).unwrap(),
-            Path::new("..data/sub")
-        );
-        assert_eq!(std::fs::read_to_string(dir.join("token")).unwrap(), "tok-1");
-        assert_eq!(
-            std::fs::read_to_string(dir.join("sub/dir/file")).unwrap(),
-            "deep"
-        );
+        for (link, to) in [("token", "..data/token"), ("sub", "..data/sub")] {
+            assert_eq!(std::fs::read_link(dir.join(link)).unwrap(), Path::new(to));
+        }
+        assert_eq!(read(dir.join("token")), "tok-1");
+        assert_eq!(read(dir.join("sub/dir/file")), "deep");
         let mode = |f: &str| std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode("token"), 0o600);
         assert_eq!(mode("ca.crt"), 0o644);
@@ -946,7 +911,7 @@ mod tests {
         let data2 = std::fs::read_link(dir.join(DATA_DIR)).unwrap();
         assert_ne!(data2.to_string_lossy(), data);
         assert_eq!(ts_dirs(&dir), vec![data2.to_string_lossy().into_owned()]);
-        assert_eq!(std::fs::read_to_string(dir.join("token")).unwrap(), "tok-2");
+        assert_eq!(read(dir.join("token")), "tok-2");
         assert!(std::fs::symlink_metadata(dir.join("ca.crt")).is_err());
         assert!(std::fs::symlink_metadata(dir.join("sub")).is_err());
         assert!(std::fs::symlink_metadata(dir.join(DATA_DIR_TMP)).is_err());
@@ -971,7 +936,7 @@ mod tests {
         ]);
         assert!(write_atomic(&dir, &bad).is_err());
         assert_eq!(ts_dirs(&dir), before);
-        assert_eq!(std::fs::read_to_string(dir.join("token")).unwrap(), "old");
+        assert_eq!(read(dir.join("token")), "old");
         assert!(std::fs::symlink_metadata(dir.join("a")).is_err());
     }
 
@@ -1017,18 +982,16 @@ mod tests {
     #[test]
     fn downward_api_values_are_the_kubelets() {
         let p = pod();
-        assert_eq!(downward_field(&p, "metadata.namespace").unwrap(), "shop");
-        assert_eq!(downward_field(&p, "metadata.name").unwrap(), "web");
-        assert_eq!(downward_field(&p, "metadata.uid").unwrap(), "u-1");
-        assert_eq!(
-            downward_field(&p, "metadata.labels").unwrap(),
-            "app=\"web\"\ntier=\"front \\\"end\\\"\""
-        );
-        assert_eq!(
-            downward_field(&p, "metadata.annotations").unwrap(),
-            "a=\"1\""
-        );
-        assert_eq!(downward_field(&p, "metadata.labels['app']").unwrap(), "web");
+        for (field, want) in [
+            ("metadata.namespace", "shop"),
+            ("metadata.name", "web"),
+            ("metadata.uid", "u-1"),
+            ("metadata.labels", "app=\"web\"\ntier=\"front \\\"end\\\"\""),
+            ("metadata.annotations", "a=\"1\""),
+            ("metadata.labels['app']", "web"),
+        ] {
+            assert_eq!(downward_field(&p, field).unwrap(), want, "{field}");
+        }
         assert!(downward_field(&p, "spec.nodeName")
             .unwrap_err()
             .contains("not supported"));
@@ -1040,10 +1003,10 @@ mod tests {
         ]))
         .unwrap();
         let out = downward_payload(&p, &items, 0o644).unwrap();
-        assert_eq!(out["namespace"], file("shop", 0o644));
-        assert_eq!(out["cpu"], file("1500", 0o600));
-        assert_eq!(out["cores"], file("2", 0o644));
-        assert_eq!(out["mem"], file("64", 0o644));
+        assert_eq!(out["namespace"], FileProjection::new("shop", 0o644));
+        assert_eq!(out["cpu"], FileProjection::new("1500", 0o600));
+        assert_eq!(out["cores"], FileProjection::new("2", 0o644));
+        assert_eq!(out["mem"], FileProjection::new("64", 0o644));
     }
 
     #[test]
@@ -1063,7 +1026,7 @@ mod tests {
 
     #[test]
     fn debug_never_shows_file_data_and_standalone_sources_name_the_volume() {
-        let f = file("s3cr3t-value", 0o644);
+        let f = FileProjection::new("s3cr3t-value", 0o644);
         assert!(!format!("{f:?}").contains("s3cr3t"));
         let t = tempfile::tempdir().unwrap();
         let proj = Projector::new(None, Redactor::new(), t.path().to_path_buf());
@@ -1081,10 +1044,14 @@ mod tests {
             .build()
             .unwrap();
         let e = rt.block_on(proj.prepare(&p)).unwrap_err();
-        assert!(e.contains("pod ns/p"), "{e}");
-        assert!(e.contains("kube-api-access-abcde"), "{e}");
-        assert!(e.contains("serviceAccountToken"), "{e}");
-        assert!(e.contains("standalone"), "{e}");
+        for part in [
+            "pod ns/p",
+            "kube-api-access-abcde",
+            "serviceAccountToken",
+            "standalone",
+        ] {
+            assert!(e.contains(part), "{e}");
+        }
         // a downward API volume needs no cluster
         let p: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "u2"},
@@ -1097,7 +1064,7 @@ mod tests {
         let paths = rt.block_on(proj.prepare(&p)).unwrap();
         let dir = t.path().join("u2/volumes/kubernetes.io~downward-api/info");
         assert_eq!(paths["info"], dir);
-        assert_eq!(std::fs::read_to_string(dir.join("ns")).unwrap(), "ns");
+        assert_eq!(read(dir.join("ns")), "ns");
         assert_eq!(
             proj.lock().pods.len(),
             1,
@@ -1117,7 +1084,7 @@ mod tests {
         use serde_json::json;
         let ns = "/api/v1/namespaces/ns";
         let token = move || async move {
-            let n = tokens.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let n = tokens.fetch_add(1, SeqCst);
             Json(json!({
                 "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                 "metadata": {},
@@ -1195,56 +1162,44 @@ mod tests {
             &t.path()
                 .join("u1/volumes/kubernetes.io~projected/kube-api-access-abcde")
         );
-        let token = std::fs::read_to_string(vol.join("token")).unwrap();
+        let token = read(vol.join("token"));
         assert_eq!(token, "eyJfake.tok3n-value-0");
-        assert_eq!(
-            std::fs::read_to_string(vol.join("namespace")).unwrap(),
-            "ns"
-        );
-        assert!(std::fs::read_to_string(vol.join("ca.crt"))
-            .unwrap()
-            .starts_with("-----BEGIN CERTIFICATE-----"));
+        assert_eq!(read(vol.join("namespace")), "ns");
+        assert!(read(vol.join("ca.crt")).starts_with("-----BEGIN CERTIFICATE-----"));
         let creds = &paths["creds"];
         assert!(creds.ends_with("u1/volumes/kubernetes.io~secret/creds"));
-        assert_eq!(
-            std::fs::read_to_string(creds.join("password")).unwrap(),
-            "hunter2-password"
-        );
+        assert_eq!(read(creds.join("password")), "hunter2-password");
         let mode = std::fs::metadata(creds.join("password"))
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o400);
         // both values are registered before anything could record them
-        let e = crate::core::record::Event::RuntimeActionFinished(
-            crate::core::record::event::RuntimeActionFinished {
-                uid: "u1".into(),
-                sync_id: 1,
-                action: crate::core::record::event::RuntimeAction::RemoveContainer {
-                    id: format!("{token} hunter2-password"),
-                },
-                outcome: crate::core::record::event::ActionOutcome::Ok {
-                    id: None,
-                    detail: None,
-                },
-                duration_ms: 0,
+        use crate::core::record::event::{ActionOutcome, RuntimeAction, RuntimeActionFinished};
+        let e = crate::core::record::Event::RuntimeActionFinished(RuntimeActionFinished {
+            uid: "u1".into(),
+            sync_id: 1,
+            action: RuntimeAction::RemoveContainer {
+                id: format!("{token} hunter2-password"),
             },
-        );
+            outcome: ActionOutcome::Ok {
+                id: None,
+                detail: None,
+            },
+            duration_ms: 0,
+        });
         let shown = format!("{:?}", redactor.redact(e));
         assert!(!shown.contains("tok3n-value"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
         // the cached token is reused until it is due; the pod's removal forgets it
         proj.prepare(&p).await.unwrap();
         proj.refresh_all().await;
-        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(count.load(SeqCst), 1);
         proj.forget_pod("u1");
         assert!(proj.lock().tokens.is_empty());
         proj.prepare(&p).await.unwrap();
-        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
-        assert_eq!(
-            std::fs::read_to_string(vol.join("token")).unwrap(),
-            "eyJfake.tok3n-value-1"
-        );
+        assert_eq!(count.load(SeqCst), 2);
+        assert_eq!(read(vol.join("token")), "eyJfake.tok3n-value-1");
         // a missing source names the pod, the volume, the source and the object, and no
         // value
         let p2 = api_pod(
@@ -1252,10 +1207,9 @@ mod tests {
             serde_json::json!({"name": "cfg", "configMap": {"name": "missing"}}),
         );
         let e = proj.prepare(&p2).await.unwrap_err();
-        assert!(e.contains("pod ns/p"), "{e}");
-        assert!(e.contains("\"cfg\""), "{e}");
-        assert!(e.contains("configMap \"missing\""), "{e}");
-        assert!(e.contains("not found"), "{e}");
+        for part in ["pod ns/p", "\"cfg\"", "configMap \"missing\"", "not found"] {
+            assert!(e.contains(part), "{e}");
+        }
         assert!(!e.contains("tok3n"), "{e}");
         // optional: an empty volume
         let p3 = api_pod(
