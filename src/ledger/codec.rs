@@ -89,9 +89,10 @@ impl Serialize for Record {
     }
 }
 
-/// The fields of a line before its `event` is decoded by `kind`.
+/// The fields of a line before its `event` is decoded by `kind`; the `event` is raw JSON,
+/// borrowed from the line (`&RawValue`) or owned (`Box<RawValue>`: any deserializer).
 #[derive(Deserialize)]
-struct WireLine<'a> {
+struct WireLine<'a, E> {
     seq: u64,
     at: Time,
     #[serde(default)]
@@ -99,33 +100,28 @@ struct WireLine<'a> {
     #[serde(default)]
     trace: Option<TraceParent>,
     #[serde(borrow)]
-    kind: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    event: &'a serde_json::value::RawValue,
+    kind: Cow<'a, str>,
+    event: E,
+}
+
+impl<E> WireLine<'_, E> {
+    /// The line's record, with its decoded `event`.
+    fn record(self, event: Event) -> Record {
+        Record {
+            seq: self.seq,
+            at: self.at,
+            cause: self.cause,
+            trace: self.trace,
+            event,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Record {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Record, D::Error> {
-        #[derive(Deserialize)]
-        struct Owned {
-            seq: u64,
-            at: Time,
-            #[serde(default)]
-            cause: Option<u64>,
-            #[serde(default)]
-            trace: Option<TraceParent>,
-            kind: String,
-            event: Box<serde_json::value::RawValue>,
-        }
-        let o = Owned::deserialize(d)?;
-        let event = decode_event(&o.kind, o.event.get()).map_err(serde::de::Error::custom)?;
-        Ok(Record {
-            seq: o.seq,
-            at: o.at,
-            cause: o.cause,
-            trace: o.trace,
-            event,
-        })
+        let wire = WireLine::<Box<RawValue>>::deserialize(d)?;
+        let event = decode_event(&wire.kind, wire.event.get()).map_err(serde::de::Error::custom)?;
+        Ok(wire.record(event))
     }
 }
 
@@ -189,7 +185,7 @@ fn decode_line_two_pass<S: DeserializeOwned>(
         line: line_no,
         what,
     };
-    let wire: WireLine<'_> =
+    let wire: WireLine<'_, &RawValue> =
         serde_json::from_str(text).map_err(|e| bad(describe_json_error(&e)))?;
     if wire.kind == SNAPSHOT_KIND {
         let state: S = serde_json::from_str(wire.event.get())
@@ -207,13 +203,7 @@ fn decode_line_two_pass<S: DeserializeOwned>(
         )),
         other => bad(other.to_string()),
     })?;
-    Ok(Line::Record(Record {
-        seq: wire.seq,
-        at: wire.at,
-        cause: wire.cause,
-        trace: wire.trace,
-        event,
-    }))
+    Ok(Line::Record(wire.record(event)))
 }
 
 /// The line decoded in a single pass: the payload is decoded by `kind` as soon as the
@@ -228,6 +218,8 @@ fn decode_one_pass<S: DeserializeOwned>(text: &str) -> Result<Line<S>, ()> {
 }
 
 /// The fields of a line, by name.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
 enum Field {
     Seq,
     At,
@@ -235,31 +227,8 @@ enum Field {
     Trace,
     Kind,
     Event,
+    #[serde(other)]
     Other,
-}
-
-impl<'de> Deserialize<'de> for Field {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Field, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Field;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Field, E> {
-                Ok(match s {
-                    "seq" => Field::Seq,
-                    "at" => Field::At,
-                    "cause" => Field::Cause,
-                    "trace" => Field::Trace,
-                    "kind" => Field::Kind,
-                    "event" => Field::Event,
-                    _ => Field::Other,
-                })
-            }
-        }
-        d.deserialize_identifier(V)
-    }
 }
 
 /// The `event` of a line, decoded when it was reached.
@@ -303,28 +272,20 @@ impl<'de, S: DeserializeOwned> Visitor<'de> for LineVisitor<S> {
                 None => Ok(()),
             }
         }
+        // a field's value, unless the field came before
+        macro_rules! set {
+            ($slot:ident) => {{
+                once(&$slot, stringify!($slot))?;
+                $slot = Some(map.next_value()?);
+            }};
+        }
         while let Some(field) = map.next_key::<Field>()? {
             match field {
-                Field::Seq => {
-                    once(&seq, "seq")?;
-                    seq = Some(map.next_value()?);
-                }
-                Field::At => {
-                    once(&at, "at")?;
-                    at = Some(map.next_value()?);
-                }
-                Field::Cause => {
-                    once(&cause, "cause")?;
-                    cause = Some(map.next_value()?);
-                }
-                Field::Trace => {
-                    once(&trace, "trace")?;
-                    trace = Some(map.next_value()?);
-                }
-                Field::Kind => {
-                    once(&kind, "kind")?;
-                    kind = Some(map.next_value()?);
-                }
+                Field::Seq => set!(seq),
+                Field::At => set!(at),
+                Field::Cause => set!(cause),
+                Field::Trace => set!(trace),
+                Field::Kind => set!(kind),
                 Field::Event => {
                     once(&body, "event")?;
                     body = Some(match kind.as_deref() {
@@ -469,17 +430,14 @@ fn decode_bytes<S: DeserializeOwned>(
     bytes: &[u8],
     line_no: u64,
 ) -> Option<Result<Line<S>, DecodeError>> {
-    let text = match simdutf8::basic::from_utf8(bytes) {
-        Ok(t) => t,
-        Err(_) => {
-            return Some(Err(DecodeError::Io {
-                line: line_no,
-                source: io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "stream did not contain valid UTF-8",
-                ),
-            }))
-        }
+    let Ok(text) = simdutf8::basic::from_utf8(bytes) else {
+        return Some(Err(DecodeError::Io {
+            line: line_no,
+            source: io::Error::new(
+                io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ),
+        }));
     };
     let text = text.trim_end_matches(['\n', '\r']);
     if text.trim().is_empty() {
