@@ -74,50 +74,43 @@ static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 /// A recorder with the bucket layouts (not installed): the agent installs one, tests render
 /// their own.
 pub fn builder() -> PrometheusBuilder {
-    let layouts: &[(Matcher, &[f64])] = &[
-        (Matcher::Prefix("kubelet_pleg_relist".into()), DEF_BUCKETS),
+    // by full name, or by prefix where the name ends in `*`
+    let layouts: &[(&str, &[f64])] = &[
+        ("kubelet_pleg_relist*", DEF_BUCKETS),
         (
-            Matcher::Full("kubelet_evented_pleg_connection_latency_seconds".into()),
+            "kubelet_evented_pleg_connection_latency_seconds",
             DEF_BUCKETS,
         ),
         (
-            Matcher::Full("kubelet_pod_status_sync_duration_seconds".into()),
+            "kubelet_pod_status_sync_duration_seconds",
             STATUS_SYNC_BUCKETS,
         ),
         (
-            Matcher::Full("kubelet_runtime_operations_duration_seconds".into()),
+            "kubelet_runtime_operations_duration_seconds",
             RUNTIME_OPERATION_BUCKETS,
         ),
+        ("rest_client_request_duration_seconds", REST_CLIENT_BUCKETS),
+        ("ledgerlet_command_duration_seconds", COMMAND_BUCKETS),
+        ("ledgerlet_status_sync_wait_seconds", STATUS_SYNC_BUCKETS),
         (
-            Matcher::Full("rest_client_request_duration_seconds".into()),
-            REST_CLIENT_BUCKETS,
-        ),
-        (
-            Matcher::Full("ledgerlet_command_duration_seconds".into()),
-            COMMAND_BUCKETS,
-        ),
-        (
-            Matcher::Full("ledgerlet_status_sync_wait_seconds".into()),
-            STATUS_SYNC_BUCKETS,
-        ),
-        (
-            Matcher::Full("ledgerlet_pod_worker_transition_duration_seconds".into()),
+            "ledgerlet_pod_worker_transition_duration_seconds",
             TRANSITION_BUCKETS,
         ),
         (
-            Matcher::Full("kubelet_containers_per_pod_count".into()),
+            "kubelet_containers_per_pod_count",
             CONTAINERS_PER_POD_BUCKETS,
         ),
-        (
-            Matcher::Prefix("kubelet_pod_start_".into()),
-            POD_STARTUP_BUCKETS,
-        ),
-        (Matcher::Prefix("ledgerlet_".into()), FAST_BUCKETS),
+        ("kubelet_pod_start_*", POD_STARTUP_BUCKETS),
+        ("ledgerlet_*", FAST_BUCKETS),
     ];
     let mut b = PrometheusBuilder::new();
-    for (m, buckets) in layouts {
+    for (name, buckets) in layouts {
+        let m = match name.strip_suffix('*') {
+            Some(prefix) => Matcher::Prefix(prefix.into()),
+            None => Matcher::Full(name.to_string()),
+        };
         b = b
-            .set_buckets_for_metric(m.clone(), buckets)
+            .set_buckets_for_metric(m, buckets)
             .expect("bucket layouts are non-empty");
     }
     b.set_buckets(DEF_BUCKETS)
@@ -135,21 +128,26 @@ const FLOAT_COUNTERS: &[&str] = &["process_cpu_seconds_total"];
 /// The text of `/metrics`: what `handle`'s recorder holds, each histogram's count sample
 /// named `<name>_count`, each of [`FLOAT_COUNTERS`] typed a counter.
 pub fn render(handle: &PrometheusHandle) -> String {
-    let mut text = handle.render();
-    for name in FLOAT_COUNTERS {
-        let (wrong, right) = (
-            format!("# TYPE {name} gauge\n"),
-            format!("# TYPE {name} counter\n"),
-        );
-        text = text.replace(&wrong, &right);
-    }
-    for name in COUNT_NAMED_HISTOGRAMS {
-        for end in [' ', '{'] {
-            let (wrong, right) = (format!("\n{name}{end}"), format!("\n{name}_count{end}"));
-            text = text.replace(&wrong, &right);
+    let text = handle.render();
+    // one pass over the lines, rewriting the few that need it
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        let gauge = line
+            .strip_prefix("# TYPE ")
+            .and_then(|l| l.strip_suffix(" gauge\n"));
+        let sample_of = |n: &&str| {
+            line.strip_prefix(*n)
+                .is_some_and(|r| r.starts_with([' ', '{']))
+        };
+        if let Some(name) = gauge.filter(|n| FLOAT_COUNTERS.contains(n)) {
+            out += &format!("# TYPE {name} counter\n");
+        } else if let Some(name) = COUNT_NAMED_HISTOGRAMS.iter().copied().find(sample_of) {
+            out += &format!("{name}_count{}", &line[name.len()..]);
+        } else {
+            out += line;
         }
     }
-    text
+    out
 }
 
 /// The process metrics (`process_*`), read now: called just before `/metrics` is rendered.
