@@ -271,19 +271,13 @@ pub fn check_headers(env: &dyn Fn(&str) -> Option<String>) -> Result<(), Tracing
         return Ok(());
     };
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        match entry.split_once('=') {
-            Some((k, _)) if !k.trim().is_empty() => {}
-            Some(_) => {
-                return Err(TracingError::Headers(format!(
-                    "{var}: header entry {entry:?} has an empty key"
-                )))
-            }
-            None => {
-                return Err(TracingError::Headers(format!(
-                    "{var}: header entry {entry:?} has no '='"
-                )))
-            }
-        }
+        let why = match entry.split_once('=') {
+            Some((k, _)) if !k.trim().is_empty() => continue,
+            Some(_) => "has an empty key",
+            None => "has no '='",
+        };
+        let what = format!("{var}: header entry {entry:?} {why}");
+        return Err(TracingError::Headers(what));
     }
     Ok(())
 }
@@ -514,10 +508,8 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let n = batch.len();
         let call = async {
-            match tokio::time::timeout(self.timeout, self.inner.export(batch)).await {
-                Ok(r) => r,
-                Err(_) => Err(OTelSdkError::Timeout(self.timeout)),
-            }
+            let timed = tokio::time::timeout(self.timeout, self.inner.export(batch)).await;
+            timed.unwrap_or(Err(OTelSdkError::Timeout(self.timeout)))
         };
         let result = InRuntime {
             runtime: &self.runtime,
@@ -777,20 +769,25 @@ mod tests {
 
     #[test]
     fn the_endpoint_flag_takes_the_kubelets_form_and_otlp_http_posts_to_v1_traces() {
-        let grpc = |e| flag_endpoint(e, Protocol::Grpc).unwrap();
-        let http = |e| flag_endpoint(e, Protocol::HttpProtobuf).unwrap();
-        assert_eq!(grpc(""), "http://localhost:4317");
-        assert_eq!(grpc("10.0.0.1:4317"), "http://10.0.0.1:4317");
-        assert_eq!(
-            grpc("http://collector:4317/ignored"),
-            "http://collector:4317"
-        );
-        assert_eq!(http(""), "http://localhost:4318/v1/traces");
-        assert_eq!(http("collector:4318"), "http://collector:4318/v1/traces");
-        assert_eq!(
-            http("http://collector:4318/custom"),
-            "http://collector:4318/custom"
-        );
+        use Protocol::{Grpc, HttpProtobuf as Http};
+        for (given, protocol, want) in [
+            ("", Grpc, "http://localhost:4317"),
+            ("10.0.0.1:4317", Grpc, "http://10.0.0.1:4317"),
+            (
+                "http://collector:4317/ignored",
+                Grpc,
+                "http://collector:4317",
+            ),
+            ("", Http, "http://localhost:4318/v1/traces"),
+            ("collector:4318", Http, "http://collector:4318/v1/traces"),
+            (
+                "http://collector:4318/custom",
+                Http,
+                "http://collector:4318/custom",
+            ),
+        ] {
+            assert_eq!(flag_endpoint(given, protocol).unwrap(), want, "{given}");
+        }
         for bad in ["https://collector:4317", "ftp://x:1", "http://:4317"] {
             assert!(flag_endpoint(bad, Protocol::Grpc).is_err(), "{bad}");
         }
