@@ -538,15 +538,9 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
     ) -> Result<Response<v1::ListPodSandboxResponse>, Status> {
         let filter = request.into_inner().filter.unwrap_or_default();
         let st = self.inner.state.lock().await;
-        let mut items: Vec<&SandboxRec> = st
-            .sandboxes
-            .values()
-            .filter(|s| s.matches(&filter))
-            .collect();
-        items.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        Ok(Response::new(v1::ListPodSandboxResponse {
-            items: items.into_iter().map(SandboxRec::summary).collect(),
-        }))
+        let items = st.sandboxes.values().filter(|s| s.matches(&filter));
+        let items = oldest_first(items, |s| (s.created_at, &s.id), SandboxRec::summary);
+        Ok(Response::new(v1::ListPodSandboxResponse { items }))
     }
 
     async fn create_container(
@@ -768,15 +762,9 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
     ) -> Result<Response<v1::ListContainersResponse>, Status> {
         let filter = request.into_inner().filter.unwrap_or_default();
         let st = self.inner.state.lock().await;
-        let mut items: Vec<&ContainerRec> = st
-            .containers
-            .values()
-            .filter(|c| c.matches(&filter))
-            .collect();
-        items.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        Ok(Response::new(v1::ListContainersResponse {
-            containers: items.into_iter().map(ContainerRec::summary).collect(),
-        }))
+        let items = st.containers.values().filter(|c| c.matches(&filter));
+        let containers = oldest_first(items, |c| (c.created_at, &c.id), ContainerRec::summary);
+        Ok(Response::new(v1::ListContainersResponse { containers }))
     }
 
     async fn container_status(
@@ -1044,6 +1032,18 @@ impl v1::image_service_server::ImageService for CriServer {
     }
 }
 
+/// `recs` oldest first (by creation time, then id), each as `summary` shows it: the order
+/// of the CRI's list calls.
+fn oldest_first<'a, R: 'a, T>(
+    recs: impl Iterator<Item = &'a R>,
+    key: impl Fn(&'a R) -> (i64, &'a String),
+    summary: impl Fn(&'a R) -> T,
+) -> Vec<T> {
+    let mut recs: Vec<&'a R> = recs.collect();
+    recs.sort_by_key(|&r| key(r));
+    recs.into_iter().map(summary).collect()
+}
+
 /// The reference of an image spec ("" without one).
 fn image_ref(spec: Option<v1::ImageSpec>) -> String {
     spec.map(|i| i.image).unwrap_or_default()
@@ -1083,16 +1083,12 @@ mod tests {
     #[test]
     fn env_starts_from_path_and_hostname_and_config_overrides() {
         let mut c = config(&["true"], vec![]);
-        c.envs = vec![
-            v1::KeyValue {
-                key: "A".into(),
-                value: "1".into(),
-            },
-            v1::KeyValue {
-                key: "HOSTNAME".into(),
-                value: "mine".into(),
-            },
-        ];
+        c.envs = [("A", "1"), ("HOSTNAME", "mine")]
+            .map(|(key, value)| v1::KeyValue {
+                key: key.into(),
+                value: value.into(),
+            })
+            .to_vec();
         let sb = v1::PodSandboxConfig {
             hostname: "pod".into(),
             ..Default::default()
