@@ -1024,10 +1024,13 @@ mod tests {
         out
     }
 
-    /// Runs `f` with its metrics discarded (a simulation's own engine, say, whose records
-    /// a test then folds into a recorder of its own).
-    fn unrecorded<T>(f: impl FnOnce() -> T) -> T {
-        metrics::with_local_recorder(&metrics::NoopRecorder, f)
+    /// The records of a busy node's simulation (`pods` pods for `ms`), its own metrics
+    /// discarded (a test folds the records into a recorder of its own).
+    fn busy_records(pods: usize, ms: u64) -> Vec<Arc<Record>> {
+        metrics::with_local_recorder(&metrics::NoopRecorder, || {
+            let sim = crate::sim::scenarios::busy_node(pods, ms);
+            sim.engine().ledger().since(0).cloned().collect()
+        })
     }
 
     use crate::observe::otel::testing::Sink;
@@ -1132,8 +1135,7 @@ mod tests {
     fn records_without_a_parent_join_their_pods_trace_under_one_root_made_when_the_pod_is_first_seen(
     ) {
         use opentelemetry::trace::SpanId;
-        let sim = crate::sim::scenarios::busy_node(20, 6 * 60 * 1000);
-        let mut records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
+        let mut records = busy_records(20, 6 * 60 * 1000);
         // a pod added again later (a static pod's manifest back) gets no second root
         let again = records
             .iter()
@@ -1241,9 +1243,7 @@ mod tests {
     fn a_records_turn_runs_until_the_next_fold_starts_or_the_engine_is_idle() {
         recorded(|metrics| {
             let (mut observer, exporting, sink) = traced_observer(Default::default(), 7);
-            let sim = unrecorded(|| crate::sim::scenarios::busy_node(3, 30 * 1000));
-            let records: Vec<Arc<Record>> =
-                sim.engine().ledger().since(0).take(5).cloned().collect();
+            let records = &busy_records(3, 30 * 1000)[..5];
             let mut node = Node::default();
             // one input: five records folded back to back
             let kind = |r: &Record| r.event.kind_index();
@@ -1265,13 +1265,8 @@ mod tests {
             let timed = total(&metrics.render(), &format!("{FOLD_DURATION_SECONDS}_count"));
             assert_eq!(timed, 5.0);
             assert!(exporting.flush());
-            let (roots, mut spans): (Vec<_>, Vec<_>) = sink
-                .0
-                .lock()
-                .unwrap()
-                .clone()
-                .into_iter()
-                .partition(|s| s.name == "pod");
+            let (roots, mut spans): (Vec<_>, Vec<_>) =
+                sink.received().into_iter().partition(|s| s.name == "pod");
             spans.sort_by_key(|s| s.start_time);
             assert_eq!(spans.len(), 5);
             // the pods added among the five records start their traces with a root span each
@@ -1305,24 +1300,19 @@ mod tests {
             // the plain definition: after every record, every pod first seen in a PodAdded and
             // not yet started is looked up; it is Running (pod start) and has every container
             // running (total) at the first record whose fold made its status say so
-            let sim = unrecorded(|| crate::sim::scenarios::busy_node(40, 4 * 60 * 1000));
-            let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
+            let records = busy_records(40, 4 * 60 * 1000);
             let mut node = Node::default();
             // first seen, created, seen running
             let mut first_seen: BTreeMap<Uid, (Time, Option<Time>, bool)> = BTreeMap::new();
-            let (mut running, mut total) = (Vec::new(), Vec::new());
+            let (mut running, mut totals) = (Vec::new(), Vec::new());
             // pods first seen whose worker started (a SyncPod that creates it), and its delay
             let mut workers: BTreeMap<Uid, f64> = BTreeMap::new();
             for r in &records {
                 if let Event::PodAdded(c) = &r.event {
                     let uid = pod::uid(&c.pod);
                     if node.pod_workers.status(&uid).is_none() && !first_seen.contains_key(&uid) {
-                        let created = c
-                            .pod
-                            .metadata
-                            .creation_timestamp
-                            .as_ref()
-                            .map(crate::core::pod_status::time_from_api);
+                        let created = c.pod.metadata.creation_timestamp.as_ref();
+                        let created = created.map(crate::core::pod_status::time_from_api);
                         first_seen.insert(uid, (r.at, created, false));
                     }
                 }
@@ -1361,7 +1351,7 @@ mod tests {
                                     .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
                         });
                     if all {
-                        total.push(r.at.since(created.unwrap_or(*seen)).as_secs_f64());
+                        totals.push(r.at.since(created.unwrap_or(*seen)).as_secs_f64());
                         started.push(uid.clone());
                     }
                 }
@@ -1380,23 +1370,19 @@ mod tests {
                     r.seq
                 );
             }
-            assert!(total.len() > 20, "{} pods started", total.len());
+            assert!(totals.len() > 20, "{} pods started", totals.len());
             let worker_delays: Vec<f64> = workers.into_values().collect();
-            assert!(
-                worker_delays.len() >= total.len(),
-                "{} workers",
-                worker_delays.len()
-            );
+            let workers = worker_delays.len();
+            assert!(workers >= totals.len(), "{workers} workers");
             let text = metrics.render();
             let holds = |name: &str, want: &[f64]| {
                 let sum: f64 = want.iter().sum();
-                let got = crate::observe::metrics::testing::total(&text, &format!("{name}_sum"));
-                let count =
-                    crate::observe::metrics::testing::total(&text, &format!("{name}_count"));
+                let got = total(&text, &format!("{name}_sum"));
+                let count = total(&text, &format!("{name}_count"));
                 assert_eq!(count, want.len() as f64, "{name}");
                 assert!((got - sum).abs() < 1e-6, "{name}: {got} vs {sum}");
             };
-            holds("kubelet_pod_start_total_duration_seconds", &total);
+            holds("kubelet_pod_start_total_duration_seconds", &totals);
             holds("kubelet_pod_start_duration_seconds", &running);
             holds("kubelet_pod_worker_start_duration_seconds", &worker_delays);
         });
@@ -1423,8 +1409,7 @@ mod tests {
     fn transitions_are_those_of_lookups_before_and_after_every_update_and_sync_finished() {
         recorded(|metrics| {
             // deletions after 5 min, failing first syncs, jobs that complete: every transition
-            let sim = unrecorded(|| crate::sim::scenarios::busy_node(40, 7 * 60 * 1000));
-            let records: Vec<Arc<Record>> = sim.engine().ledger().since(0).cloned().collect();
+            let records = busy_records(40, 7 * 60 * 1000);
             let mut node = Node::default();
             let mut observer = FoldObserver::default();
             for r in &records {
