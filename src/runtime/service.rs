@@ -82,6 +82,11 @@ fn not_found(kind: &str, id: &str) -> Status {
     Status::not_found(format!("{kind} {id:?} not found"))
 }
 
+/// `field` of a request, which must be set (`InvalidArgument` naming it if not).
+fn required<T>(field: Option<T>, name: &str) -> Result<T, Status> {
+    field.ok_or_else(|| Status::invalid_argument(format!("{name} is required")))
+}
+
 /// The environment of a container: `PATH` (the runtime's own, or a default),
 /// `HOSTNAME` (the sandbox hostname, when set), then the config's `envs`
 /// (later entries override earlier ones). Nothing else is inherited.
@@ -105,17 +110,9 @@ fn container_env(
 
 /// Checks that the embedded runtime can honour `config` (see module docs).
 fn validate_container_config(config: &v1::ContainerConfig) -> Result<(), Status> {
-    let name = config
-        .metadata
-        .as_ref()
-        .map(|m| m.name.as_str())
-        .unwrap_or_default();
+    let name = config.metadata.as_ref().map_or("", |m| m.name.as_str());
     if config.command.is_empty() {
-        let image = config
-            .image
-            .as_ref()
-            .map(|i| i.image.as_str())
-            .unwrap_or_default();
+        let image = config.image.as_ref().map_or("", |i| i.image.as_str());
         return Err(Status::invalid_argument(format!(
             "container {name:?}: command is empty, but the embedded runtime does not resolve \
              images, so it cannot use the entrypoint of image {image:?}; set `command` in the \
@@ -424,12 +421,8 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
         request: Request<v1::RunPodSandboxRequest>,
     ) -> Result<Response<v1::RunPodSandboxResponse>, Status> {
         let req = request.into_inner();
-        let config = req
-            .config
-            .ok_or_else(|| Status::invalid_argument("RunPodSandbox: config is required"))?;
-        let meta = config.metadata.clone().ok_or_else(|| {
-            Status::invalid_argument("RunPodSandbox: config.metadata is required")
-        })?;
+        let config = required(req.config, "RunPodSandbox: config")?;
+        let meta = required(config.metadata.clone(), "RunPodSandbox: config.metadata")?;
         let name = SandboxRec::reserved_name(&meta);
         let mut st = self.lock_live().await?;
         if let Some(other) = st.sandboxes.values().find(|s| {
@@ -548,12 +541,8 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
         request: Request<v1::CreateContainerRequest>,
     ) -> Result<Response<v1::CreateContainerResponse>, Status> {
         let req = request.into_inner();
-        let config = req
-            .config
-            .ok_or_else(|| Status::invalid_argument("CreateContainer: config is required"))?;
-        let meta = config.metadata.clone().ok_or_else(|| {
-            Status::invalid_argument("CreateContainer: config.metadata is required")
-        })?;
+        let config = required(req.config, "CreateContainer: config")?;
+        let meta = required(config.metadata.clone(), "CreateContainer: config.metadata")?;
         validate_container_config(&config)?;
         let mut st = self.lock_live().await?;
         let sandbox = st
@@ -585,10 +574,9 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
             format!("{log_dir}/{}", config.log_path.trim_start_matches('/'))
         };
         let env = container_env(&config, &sandbox.config);
-        let working_dir = if config.working_dir.is_empty() {
-            "/".to_string()
-        } else {
-            config.working_dir.clone()
+        let working_dir = match config.working_dir.as_str() {
+            "" => "/".to_string(),
+            dir => dir.to_string(),
         };
         let id = self.inner.ids.next();
         let sandbox_id = req.pod_sandbox_id.clone();
