@@ -237,10 +237,8 @@ pub fn write_atomic(dir: &Path, payload: &Payload) -> Result<bool, String> {
     let _ = std::fs::set_permissions(&ts, std::fs::Permissions::from_mode(0o755));
     if let Err(e) = write_payload(&ts, payload) {
         let _ = std::fs::remove_dir_all(&ts);
-        return Err(format!(
-            "cannot write the payload into {}: {e}",
-            ts.display()
-        ));
+        let ts = ts.display();
+        return Err(format!("cannot write the payload into {ts}: {e}"));
     }
     // 2. swap ..data
     let tmp = dir.join(DATA_DIR_TMP);
@@ -258,10 +256,10 @@ pub fn write_atomic(dir: &Path, payload: &Payload) -> Result<bool, String> {
         let want = Path::new(DATA_DIR).join(t);
         match std::fs::symlink_metadata(&link) {
             Ok(m) if !m.file_type().is_symlink() => {
+                let link = link.display();
                 return Err(format!(
-                    "{} exists and is not a symlink the writer made",
-                    link.display()
-                ))
+                    "{link} exists and is not a symlink the writer made"
+                ));
             }
             Ok(_) if std::fs::read_link(&link).ok().as_deref() == Some(want.as_path()) => continue,
             Ok(_) => {
@@ -505,13 +503,11 @@ fn sources(v: &Volume) -> (Option<i32>, Vec<(String, Option<Source<'_>>)>) {
             let source = if let Some(t) = &s.service_account_token {
                 Some(Source::Token(t))
             } else if let Some(c) = &s.config_map {
-                Some(Source::ConfigMap(KeySource::new(
-                    &c.name, &c.items, c.optional,
-                )))
+                let keys = KeySource::new(&c.name, &c.items, c.optional);
+                Some(Source::ConfigMap(keys))
             } else if let Some(c) = &s.secret {
-                Some(Source::Secret(KeySource::new(
-                    &c.name, &c.items, c.optional,
-                )))
+                let keys = KeySource::new(&c.name, &c.items, c.optional);
+                Some(Source::Secret(keys))
             } else {
                 s.downward_api.as_ref().map(|d| downward(&d.items))
             };
