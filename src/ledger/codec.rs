@@ -699,11 +699,7 @@ mod tests {
         let good = EXAMPLE.lines().nth(1).unwrap();
         let bad = [
             good.replacen("\"seq\":2", "\"seq\":2,\"seq\":3", 1),
-            good.replacen(
-                "\"kind\":\"PodAdded\"",
-                "\"kind\":\"PodAdded\",\"kind\":\"X\"",
-                1,
-            ),
+            good.replacen(r#""kind":"PodAdded""#, r#""kind":"PodAdded","kind":"X""#, 1),
             good.replacen("\"source\":\"file\"", "\"source\":\"nowhere\"", 1),
             good.replacen("\"kind\":\"PodAdded\"", "\"kind\":\"Nope\"", 1),
             good.replacen("\"at\":\"2026", "\"at\":\"1026x", 1),
@@ -749,19 +745,15 @@ mod tests {
         for capacity in [5, 1 << 16] {
             let got = read_with_capacity(bad.as_bytes(), capacity);
             assert_eq!(got[..2], [Ok(1), Ok(2)]);
-            assert!(got[2]
-                .as_ref()
-                .unwrap_err()
-                .starts_with("line 4: not valid JSON"));
+            let err = got[2].as_ref().unwrap_err();
+            assert!(err.starts_with("line 4: not valid JSON"), "{err}");
         }
         // a line that is not UTF-8 is an error naming it, not a panic
         let mut bytes = format!("{}\n", lines[0]).into_bytes();
         bytes.extend_from_slice(b"{\"seq\":2,\xff}\n");
         let got = read_with_capacity(&bytes, 1 << 16);
         assert_eq!(got[0], Ok(1));
-        assert!(got[1]
-            .as_ref()
-            .unwrap_err()
-            .starts_with("line 2: read error"));
+        let err = got[1].as_ref().unwrap_err();
+        assert!(err.starts_with("line 2: read error"), "{err}");
     }
 }
