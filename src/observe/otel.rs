@@ -337,14 +337,12 @@ impl SpanQueue {
     /// Takes up to `n` spans in; those that do not fit are counted as dropped. How many
     /// fit.
     fn admit(&self, n: usize) -> usize {
-        let fit = match self
+        let fit = self
             .pending
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |p| {
                 (p < self.capacity).then(|| p + n.min(self.capacity - p))
-            }) {
-            Ok(p) => n.min(self.capacity - p),
-            Err(_) => 0,
-        };
+            })
+            .map_or(0, |p| n.min(self.capacity - p));
         if fit < n {
             self.dropped(n - fit);
         }
@@ -717,8 +715,7 @@ pub mod testing {
     /// A pipeline sampling every trace, with `export`, exporting to a new sink.
     pub fn pipeline(export: ExportOptions) -> (Tracing, Sink) {
         let sink = Sink::default();
-        let t = with_exporter(export, sink.clone());
-        (t, sink)
+        (with_exporter(export, sink.clone()), sink)
     }
 
     /// A pipeline sampling every trace, with `export`, exporting to `exporter`.
