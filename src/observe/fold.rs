@@ -886,17 +886,11 @@ impl FoldObserver {
             }
             return;
         }
-        if self.starting.contains(uid.as_str()) {
+        if self.starting.contains(uid.as_str()) || self.starting.len() >= MAX_TRACKED_PODS {
             return;
         }
-        if self.starting.len() >= MAX_TRACKED_PODS {
-            return;
-        }
-        let created = p
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(crate::core::pod_status::time_from_api);
+        let created = p.metadata.creation_timestamp.as_ref();
+        let created = created.map(crate::core::pod_status::time_from_api);
         self.starting.track(uid, PodStart::new(at, created));
     }
 
@@ -940,12 +934,10 @@ impl FoldObserver {
     /// `SyncPod` that creates the worker), of pods still awaiting theirs.
     fn worker_starts(&mut self, record: &Record, commands: &[Command]) {
         for c in commands {
-            let Command::SyncPod(s) = c else {
-                continue;
+            let s = match c {
+                Command::SyncPod(s) if s.update_type == UpdateType::Create => s,
+                _ => continue,
             };
-            if s.update_type != UpdateType::Create {
-                continue;
-            }
             if let Some(st) = self.starting.worker_started(s.uid.as_str()) {
                 self.worker_start
                     .record(record.at.since(st.first_seen).as_secs_f64());
