@@ -130,7 +130,11 @@ pub fn validate_path(path: &str) -> Result<(), String> {
 /// `..2006_01_02_15_04_05.<nanos>` for `t` (UTC), the kubelet's payload directory name.
 fn timestamped_name(t: SystemTime, n: u32) -> String {
     let t = jiff::Timestamp::try_from(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    let suffix = (n > 0).then(|| format!("_{n}")).unwrap_or_default();
+    let suffix = if n > 0 {
+        format!("_{n}")
+    } else {
+        String::new()
+    };
     let (date, nanos) = (t.strftime("%Y_%m_%d_%H_%M_%S"), t.subsec_nanosecond());
     format!("..{date}.{nanos:09}{suffix}")
 }
