@@ -56,13 +56,23 @@ fn machine() -> NodeInfoObserved {
     }
 }
 
-fn healthy() -> RuntimeHealth {
+/// A runtime health report: runtime ready, network ready, PLEG healthy, message.
+fn health(
+    runtime_ready: bool,
+    network_ready: bool,
+    pleg_healthy: bool,
+    msg: &str,
+) -> RuntimeHealth {
     RuntimeHealth {
-        runtime_ready: true,
-        network_ready: true,
-        pleg_healthy: true,
-        message: String::new(),
+        runtime_ready,
+        network_ready,
+        pleg_healthy,
+        message: msg.into(),
     }
+}
+
+fn healthy() -> RuntimeHealth {
+    health(true, true, true, "")
 }
 
 fn finished(action: NodeAction, ok: bool) -> Event {
@@ -97,12 +107,8 @@ impl World {
             sources,
             ..CoreConfig::default()
         };
-        w.feed(
-            0,
-            Event::ConfigApplied(ConfigApplied {
-                config: Box::new(config),
-            }),
-        );
+        let config = Box::new(config);
+        w.feed(0, Event::ConfigApplied(ConfigApplied { config }));
         w
     }
 
@@ -132,6 +138,10 @@ impl World {
         (ms, out)
     }
 
+    fn health(&mut self, ms: u64, h: RuntimeHealth) -> Vec<Command> {
+        self.feed(ms, Event::RuntimeHealth(h))
+    }
+
     fn due_ms(&self, key: &TimerKey) -> Option<u64> {
         self.node
             .timers
@@ -149,6 +159,11 @@ impl World {
         w.feed(ms, finished(NodeAction::RenewLease, true));
         w
     }
+}
+
+/// The node commands are one `Register`.
+fn registers(out: &[Command]) -> bool {
+    matches!(node_commands(out)[..], [NodeCommand::Register { .. }])
 }
 
 fn node_commands(out: &[Command]) -> Vec<&NodeCommand> {

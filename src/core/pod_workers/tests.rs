@@ -33,6 +33,7 @@ fn pod(uid: &str, is_static: bool) -> Arc<Pod> {
     })
 }
 
+#[derive(Default)]
 struct World {
     config: CoreConfig,
     pods: crate::core::pod_manager::PodManager,
@@ -42,15 +43,6 @@ struct World {
 }
 
 impl World {
-    fn new() -> World {
-        World {
-            config: CoreConfig::default(),
-            pods: Default::default(),
-            runtime: RuntimeCache::default(),
-            timers: Timers::default(),
-            out: Vec::new(),
-        }
-    }
     fn cx(&mut self) -> Cx<'_> {
         Cx {
             seq: 1,
@@ -78,165 +70,70 @@ fn u(s: &str) -> Uid {
     Uid::new(s)
 }
 
+/// The static pods' map for fullname `foo_` from space-separated uids (`""`: empty).
+fn by_fullname<T>(ids: &str, f: impl FnOnce(Vec<Uid>) -> T) -> BTreeMap<String, T> {
+    let ids: Vec<Uid> = ids.split_whitespace().map(u).collect();
+    match ids.is_empty() {
+        true => BTreeMap::new(),
+        false => BTreeMap::from([("foo_".to_string(), f(ids))]),
+    }
+}
+
 #[test]
 fn pw_27_allow_pod_start_table() {
-    struct Case {
-        name: &'static str,
-        pod: Arc<Pod>,
-        statuses: Vec<(&'static str, PodSyncStatus)>,
-        started: Vec<(&'static str, &'static str)>,
-        waiting: Vec<(&'static str, Vec<&'static str>)>,
-        want: (bool, bool),
-        want_started: Option<Vec<(&'static str, &'static str)>>,
-        want_waiting: Option<Vec<(&'static str, Vec<&'static str>)>>,
-    }
-    let cases = vec![
-        Case {
-            name: "non-static pod",
-            pod: pod("uid-0", false),
-            statuses: vec![("uid-0", status("foo_")), ("uid-1", status("foo_"))],
-            started: vec![("foo_", "uid-1")],
-            waiting: vec![],
-            want: (true, true),
-            want_started: None,
-            want_waiting: None,
-        },
-        Case {
-            name: "static pod, none started",
-            pod: pod("uid-0", true),
-            statuses: vec![("uid-0", status("foo_"))],
-            started: vec![],
-            waiting: vec![],
-            want: (true, true),
-            want_started: Some(vec![("foo_", "uid-0")]),
-            want_waiting: None,
-        },
-        Case {
-            name: "static pod while another is started",
-            pod: pod("uid-0", true),
-            statuses: vec![("uid-0", status("foo_")), ("uid-1", status("foo_"))],
-            started: vec![("foo_", "uid-1")],
-            waiting: vec![],
-            want: (false, true),
-            want_started: Some(vec![("foo_", "uid-1")]),
-            want_waiting: None,
-        },
-        Case {
-            name: "static pod already started as itself",
-            pod: pod("uid-0", true),
-            statuses: vec![("uid-0", status("foo_"))],
-            started: vec![("foo_", "uid-0")],
-            waiting: vec![],
-            want: (true, true),
-            want_started: Some(vec![("foo_", "uid-0")]),
-            want_waiting: None,
-        },
-        Case {
-            name: "static pod first in the waiting list",
-            pod: pod("uid-0", true),
-            statuses: vec![("uid-0", status("foo_"))],
-            started: vec![],
-            waiting: vec![("foo_", vec!["uid-0"])],
-            want: (true, true),
-            want_started: Some(vec![("foo_", "uid-0")]),
-            want_waiting: Some(vec![]),
-        },
-        Case {
-            name: "static pod second behind a live uid",
-            pod: pod("uid-1", true),
-            statuses: vec![("uid-0", status("foo_")), ("uid-1", status("foo_"))],
-            started: vec![],
-            waiting: vec![("foo_", vec!["uid-0", "uid-1"])],
-            want: (false, true),
-            want_started: Some(vec![]),
-            want_waiting: Some(vec![("foo_", vec!["uid-0", "uid-1"])]),
-        },
-        Case {
-            name: "dead entries are skipped and pruned",
-            pod: pod("uid-0", true),
-            statuses: vec![
-                ("uid-0", status("foo_")),
-                ("uid-1", status("foo_")),
-                ("uid-3", terminating("foo_")),
-            ],
-            started: vec![],
-            waiting: vec![("foo_", vec!["uid-2", "uid-2", "uid-3", "uid-0", "uid-1"])],
-            want: (true, true),
-            want_started: Some(vec![("foo_", "uid-0")]),
-            want_waiting: Some(vec![("foo_", vec!["uid-1"])]),
-        },
-        Case {
-            name: "no sync status",
-            pod: pod("uid-0", true),
-            statuses: vec![],
-            started: vec![],
-            waiting: vec![],
-            want: (false, false),
-            want_started: None,
-            want_waiting: None,
-        },
-        Case {
-            name: "the pod itself is terminating",
-            pod: pod("uid-0", true),
-            statuses: vec![("uid-0", terminating("foo_"))],
-            started: vec![],
-            waiting: vec![("foo_", vec!["uid-0"])],
-            want: (false, false),
-            want_started: Some(vec![]),
-            want_waiting: Some(vec![("foo_", vec!["uid-0"])]),
-        },
+    // (name, pod uid, static, statuses (`!`: terminating), started, waiting,
+    //  (can_start, can_ever_start), started after, waiting after; "-": not checked)
+    #[rustfmt::skip]
+    let cases = [
+        ("non-static pod", "0", false, "0 1", "1", "", (true, true), "-", "-"),
+        ("static pod, none started", "0", true, "0", "", "", (true, true), "0", "-"),
+        ("static pod while another is started", "0", true, "0 1", "1", "", (false, true), "1", "-"),
+        ("static pod already started as itself", "0", true, "0", "0", "", (true, true), "0", "-"),
+        ("static pod first in the waiting list", "0", true, "0", "", "0", (true, true), "0", ""),
+        ("static pod second behind a live uid", "1", true, "0 1", "", "0 1", (false, true), "", "0 1"),
+        ("dead entries are skipped and pruned", "0", true, "0 1 3!", "", "2 2 3 0 1", (true, true), "0", "1"),
+        ("no sync status", "0", true, "", "", "", (false, false), "-", "-"),
+        ("the pod itself is terminating", "0", true, "0!", "", "0", (false, false), "", "0"),
     ];
-    for c in cases {
+    for (name, uid, is_static, statuses, started, waiting, want, want_started, want_waiting) in
+        cases
+    {
         let mut w = PodWorkers::default();
-        for (uid, s) in c.statuses {
-            w.statuses.insert(u(uid), s);
+        for id in statuses.split_whitespace() {
+            match id.strip_suffix('!') {
+                Some(id) => w.statuses.insert(u(id), terminating("foo_")),
+                None => w.statuses.insert(u(id), status("foo_")),
+            };
         }
-        for (name, uid) in c.started {
-            w.started_static_pods_by_fullname
-                .insert(name.into(), u(uid));
+        w.started_static_pods_by_fullname = by_fullname(started, |mut v| v.remove(0));
+        w.waiting_to_start_static_pods_by_fullname = by_fullname(waiting, |v| v);
+        let mut world = World::default();
+        let p = pod(uid, is_static);
+        let d = w.allow_pod_start(&mut world.cx(), &p);
+        assert_eq!((d.can_start, d.can_ever_start), want, "{name}");
+        if want == (false, true) {
+            let uid = super::pod::uid(&p);
+            let requeued = world.timers.get(&TimerKey::PodWork { uid }).is_some();
+            assert!(requeued, "{name}: requeued with backoff");
         }
-        for (name, uids) in c.waiting {
-            w.waiting_to_start_static_pods_by_fullname
-                .insert(name.into(), uids.into_iter().map(u).collect());
+        if want_started != "-" {
+            let want = by_fullname(want_started, |mut v| v.remove(0));
+            assert_eq!(w.started_static_pods_by_fullname, want, "{name}: started");
         }
-        let mut world = World::new();
-        let d = w.allow_pod_start(&mut world.cx(), &c.pod);
-        assert_eq!((d.can_start, d.can_ever_start), c.want, "{}", c.name);
-        if c.want == (false, true) {
-            assert!(
-                world
-                    .timers
-                    .get(&TimerKey::PodWork {
-                        uid: super::pod::uid(&c.pod)
-                    })
-                    .is_some(),
-                "{}: requeued with backoff",
-                c.name
-            );
-        }
-        if let Some(want) = c.want_started {
-            let want: BTreeMap<String, Uid> = want
-                .into_iter()
-                .map(|(n, id)| (n.to_string(), u(id)))
-                .collect();
-            assert_eq!(
-                w.started_static_pods_by_fullname, want,
-                "{}: started",
-                c.name
-            );
-        }
-        if let Some(want) = c.want_waiting {
-            let want: BTreeMap<String, Vec<Uid>> = want
-                .into_iter()
-                .map(|(n, ids)| (n.to_string(), ids.into_iter().map(u).collect()))
-                .collect();
-            assert_eq!(
-                w.waiting_to_start_static_pods_by_fullname, want,
-                "{}: waiting",
-                c.name
-            );
+        if want_waiting != "-" {
+            let got = &w.waiting_to_start_static_pods_by_fullname;
+            assert_eq!(got, &by_fullname(want_waiting, |v| v), "{name}: waiting");
         }
     }
+}
+
+fn secs(s: i64) -> Time {
+    Time::from_unix_secs(s)
+}
+
+fn with(mut s: PodSyncStatus, f: impl FnOnce(&mut PodSyncStatus)) -> PodSyncStatus {
+    f(&mut s);
+    s
 }
 
 fn update(uid: &str) -> UpdatePod {
@@ -245,132 +142,69 @@ fn update(uid: &str) -> UpdatePod {
 
 #[test]
 fn pw_30_remove_terminated_worker_table() {
-    struct Case {
-        name: &'static str,
-        status: PodSyncStatus,
-        orphaned: bool,
-        removed: bool,
-        check: fn(&PodSyncStatus),
-    }
-    let finished = {
-        let mut s = status("foo_");
-        s.mark_finished(Time::from_unix_secs(2));
-        s
-    };
-    let started = {
-        let mut s = status("foo_");
+    let finished = with(status("foo_"), |s| s.mark_finished(secs(2)));
+    let started = with(status("foo_"), |s| {
         s.queue = WorkerQueue::Idle;
-        s.start(Time::from_unix_secs(2));
+        s.start(secs(2));
         s.active_update = Some(update("1"));
-        s
-    };
-    let terminating_with_active = {
-        let mut s = started.clone();
-        s.request_termination(Time::from_unix_secs(3));
-        s
-    };
-    let terminated_with_pending = {
-        let mut s = terminating_with_active.clone();
-        s.mark_terminated(Time::from_unix_secs(4));
+    });
+    let terminating_with_active = with(started.clone(), |s| {
+        s.request_termination(secs(3));
+    });
+    let terminated_with_pending = with(terminating_with_active.clone(), |s| {
+        s.mark_terminated(secs(4));
         s.pending_update = Some(UpdatePod::for_pod(UpdateType::Kill, pod("1", false)));
-        s
+    });
+    let terminating_no_active = with(status("foo_"), |s| {
+        s.start(secs(2));
+        s.request_termination(secs(3));
+    });
+    type Check = fn(&str, &PodSyncStatus);
+    let none: Check = |_, _| {};
+    let waiting: Check = |n, s| assert!(s.pending_update.is_none(), "{n}");
+    let not_terminating: Check = |n, s| assert!(s.terminating_at().is_none(), "{n}");
+    let orphan_started: Check = |n, s| {
+        assert_eq!(s.terminating_at(), Some(secs(100)), "{n}");
+        assert!(s.is_deleted(), "{n}");
+        assert_eq!(s.grace_period_s(), 1, "{n}: no spec grace: 1");
+        let signalled = s.queue == WorkerQueue::Signaled;
+        assert!(s.pending_update.is_some() && signalled, "{n}");
     };
-    let terminating_no_active = {
-        let mut s = status("foo_");
-        s.start(Time::from_unix_secs(2));
-        s.request_termination(Time::from_unix_secs(3));
-        s
+    let copy_of_active: Check = |n, s| {
+        let pending = &s.pending_update;
+        assert_eq!(pending, &s.active_update, "{n}: pending = copy of active");
+        assert_eq!(s.queue, WorkerQueue::Signaled, "{n}: one signal");
     };
-    let cases = vec![
-        Case {
-            name: "finished",
-            status: finished,
-            orphaned: false,
-            removed: true,
-            check: |_| {},
-        },
-        Case {
-            name: "not finished, not orphan, waiting",
-            status: status("foo_"),
-            orphaned: false,
-            removed: false,
-            check: |s| assert!(s.pending_update.is_none()),
-        },
-        Case {
-            name: "not finished, not orphan, started",
-            status: started.clone(),
-            orphaned: false,
-            removed: false,
-            check: |s| assert!(s.terminating_at().is_none()),
-        },
-        Case {
-            name: "orphan never started, no runtime",
-            status: status("foo_"),
-            orphaned: true,
-            removed: true,
-            check: |_| {},
-        },
-        Case {
-            name: "orphan started, not terminating",
-            status: started,
-            orphaned: true,
-            removed: false,
-            check: |s| {
-                assert_eq!(s.terminating_at(), Some(Time::from_unix_secs(100)));
-                assert!(s.is_deleted());
-                assert_eq!(s.grace_period_s(), 1, "no spec grace: 1");
-                assert!(s.pending_update.is_some() && s.queue == WorkerQueue::Signaled);
-            },
-        },
-        Case {
-            name: "orphan terminating with an active update",
-            status: terminating_with_active,
-            orphaned: true,
-            removed: false,
-            check: |s| {
-                assert_eq!(
-                    s.pending_update, s.active_update,
-                    "pending = copy of active"
-                );
-                assert_eq!(s.queue, WorkerQueue::Signaled, "one signal");
-            },
-        },
-        Case {
-            name: "orphan with an existing pending update",
-            status: terminated_with_pending,
-            orphaned: true,
-            removed: false,
-            check: |s| {
-                assert_eq!(
-                    s.pending_update.as_ref().unwrap().update_type,
-                    UpdateType::Kill
-                );
-            },
-        },
-        Case {
-            name: "orphan terminating without an active update",
-            status: terminating_no_active,
-            orphaned: true,
-            removed: false,
-            check: |s| {
-                assert!(
-                    s.pending_update.is_none()
-                        && !s.is_working()
-                        && s.queue != WorkerQueue::Signaled
-                );
-            },
-        },
+    let kept_kill: Check = |n, s| {
+        let pending = s.pending_update.as_ref().unwrap();
+        assert_eq!(pending.update_type, UpdateType::Kill, "{n}");
+    };
+    let not_signalled: Check = |n, s| {
+        let quiet = s.pending_update.is_none() && !s.is_working();
+        assert!(quiet && s.queue != WorkerQueue::Signaled, "{n}");
+    };
+    // (name, status, orphaned, removed, check of the status kept)
+    #[rustfmt::skip]
+    let cases = [
+        ("finished", finished, false, true, none),
+        ("not finished, not orphan, waiting", status("foo_"), false, false, waiting),
+        ("not finished, not orphan, started", started.clone(), false, false, not_terminating),
+        ("orphan never started, no runtime", status("foo_"), true, true, none),
+        ("orphan started, not terminating", started, true, false, orphan_started),
+        ("orphan terminating with an active update", terminating_with_active, true, false, copy_of_active),
+        ("orphan with an existing pending update", terminated_with_pending, true, false, kept_kill),
+        ("orphan terminating without an active update", terminating_no_active, true, false, not_signalled),
     ];
-    for c in cases {
+    for (name, status, orphaned, want_removed, check) in cases {
         let mut w = PodWorkers::default();
-        w.statuses.insert(u("1"), c.status);
-        let mut world = World::new();
-        let removed = w.remove_terminated_worker(&mut world.cx(), &u("1"), c.orphaned);
-        assert_eq!(removed, c.removed, "{}", c.name);
-        assert_eq!(w.statuses.contains_key(&u("1")), !c.removed, "{}", c.name);
+        w.statuses.insert(u("1"), status);
+        let mut world = World::default();
+        let removed = w.remove_terminated_worker(&mut world.cx(), &u("1"), orphaned);
+        assert_eq!(removed, want_removed, "{name}");
+        assert_eq!(w.statuses.contains_key(&u("1")), !want_removed, "{name}");
         if let Some(s) = w.statuses.get(&u("1")) {
-            assert_eq!(s.activity, WorkerActivity::Idle);
-            (c.check)(s);
+            assert_eq!(s.activity, WorkerActivity::Idle, "{name}");
+            check(name, s);
         }
     }
 }

@@ -6,7 +6,7 @@ use super::*;
 fn registers_then_renews_the_lease_and_patches_the_status() {
     let mut w = World::new(vec![PodSource::Api]);
     // No machine yet: nothing to register.
-    assert!(node_commands(&w.feed(0, Event::RuntimeHealth(healthy()))).is_empty());
+    assert!(node_commands(&w.health(0, healthy())).is_empty());
 
     let out = w.feed(1_000, Event::NodeInfoObserved(machine()));
     let cmds = node_commands(&out);
@@ -18,48 +18,36 @@ fn registers_then_renews_the_lease_and_patches_the_status() {
     let labels = node.metadata.labels.as_ref().unwrap();
     assert_eq!(labels["kubernetes.io/hostname"], "node-a");
     let status = node.status.as_ref().unwrap();
-    let types: Vec<&str> = status
-        .conditions
-        .iter()
-        .flatten()
-        .map(|c| c.type_.as_str())
-        .collect();
-    assert_eq!(
-        types,
-        ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"],
-        "Ready is last, as upstream keeps it"
-    );
-    assert_eq!(ready(status).status, "True");
-    assert_eq!(ready(status).reason.as_deref(), Some("KubeletReady"));
-    assert_eq!(
-        ready(status).message.as_deref(),
-        Some("kubelet is posting ready status")
-    );
+    let conditions = status.conditions.iter().flatten();
+    let types: Vec<&str> = conditions.map(|c| c.type_.as_str()).collect();
+    let want = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"];
+    assert_eq!(types, want, "Ready is last, as upstream keeps it");
+    let r = ready(status);
+    assert_eq!(r.status, "True");
+    assert_eq!(r.reason.as_deref(), Some("KubeletReady"));
+    let msg = "kubelet is posting ready status";
+    assert_eq!(r.message.as_deref(), Some(msg));
     assert_eq!(status.capacity.as_ref().unwrap()["cpu"].0, "4");
-    assert_eq!(
-        events(&out),
-        [
-            "NodeHasSufficientMemory",
-            "NodeHasNoDiskPressure",
-            "NodeHasSufficientPID"
-        ]
-    );
+    let want = [
+        "NodeHasSufficientMemory",
+        "NodeHasNoDiskPressure",
+        "NodeHasSufficientPID",
+    ];
+    assert_eq!(events(&out), want);
     // Until the Node exists: no Lease, no status, no timers for them.
     assert!(w.due_ms(&TimerKey::LeaseRenew).is_none());
     assert!(w.due_ms(&TimerKey::NodeStatusUpdate).is_none());
-    assert!(node_commands(&w.feed(1_500, Event::RuntimeHealth(healthy()))).is_empty());
+    assert!(node_commands(&w.health(1_500, healthy())).is_empty());
 
     let out = w.feed(2_000, finished(NodeAction::Register, true));
     let cmds = node_commands(&out);
     assert!(matches!(cmds[0], NodeCommand::PatchStatus { name, .. } if name == "node-a"));
-    assert_eq!(
-        cmds[1],
-        &NodeCommand::RenewLease {
-            name: "node-a".into(),
-            duration_s: 40,
-            renew_time: at(2_000),
-        }
-    );
+    let renew = NodeCommand::RenewLease {
+        name: "node-a".into(),
+        duration_s: 40,
+        renew_time: at(2_000),
+    };
+    assert_eq!(cmds[1], &renew);
     assert_eq!(cmds.len(), 2);
     assert!(w.node.node_status.is_registered());
     assert_eq!(w.due_ms(&TimerKey::NodeStatusUpdate), Some(12_000));
@@ -77,14 +65,8 @@ fn registers_then_renews_the_lease_and_patches_the_status() {
         }
         w.feed(ms, finished(NodeAction::RenewLease, true));
     }
-    assert_eq!(
-        renewals,
-        [
-            (12_000, at(12_000)),
-            (22_000, at(22_000)),
-            (32_000, at(32_000))
-        ]
-    );
+    let want = [12_000, 22_000, 32_000].map(|ms| (ms, at(ms)));
+    assert_eq!(renewals, want);
 }
 
 #[test]
@@ -99,20 +81,13 @@ fn failed_registration_is_retried_with_the_kubelet_backoff() {
         let due = w.due_ms(&TimerKey::NodeRegister).expect("retry armed");
         delays.push(due - now);
         let (ms, out) = w.fire(TimerKey::NodeRegister);
-        assert!(matches!(
-            node_commands(&out)[..],
-            [NodeCommand::Register { .. }]
-        ));
+        assert!(registers(&out));
         now = ms;
     }
-    assert_eq!(
-        delays,
-        [100, 200, 400, 800, 1_600, 3_200, 6_400, 7_000, 7_000, 7_000]
-    );
-    assert!(
-        w.due_ms(&TimerKey::LeaseRenew).is_none(),
-        "no lease before registration"
-    );
+    let want = [100, 200, 400, 800, 1_600, 3_200, 6_400, 7_000, 7_000, 7_000];
+    assert_eq!(delays, want);
+    let lease = w.due_ms(&TimerKey::LeaseRenew);
+    assert!(lease.is_none(), "no lease before registration");
 
     w.feed(now, finished(NodeAction::Register, true));
     assert!(w.node.node_status.is_registered());
@@ -131,32 +106,21 @@ fn register_backoff_follows_upstream_steps() {
 fn without_an_api_source_nothing_is_written() {
     let mut w = World::new(vec![PodSource::File]);
     let mut out = w.feed(0, Event::NodeInfoObserved(machine()));
-    out.extend(w.feed(5_000, Event::RuntimeHealth(healthy())));
+    out.extend(w.health(5_000, healthy()));
     out.extend(w.feed(6_000, Event::NodeShutdown(NodeShutdown {})));
     assert!(node_commands(&out).is_empty(), "{out:?}");
-    for key in [
-        TimerKey::NodeRegister,
-        TimerKey::LeaseRenew,
-        TimerKey::NodeStatusUpdate,
-    ] {
+    use TimerKey::{LeaseRenew, NodeRegister, NodeStatusUpdate};
+    for key in [NodeRegister, LeaseRenew, NodeStatusUpdate] {
         assert!(w.due_ms(&key).is_none(), "{key:?} armed");
     }
 
     // Adding the API source starts registration.
-    let config = CoreConfig {
+    let config = Box::new(CoreConfig {
         sources: vec![PodSource::File, PodSource::Api],
         ..w.node.config.clone()
-    };
-    let out = w.feed(
-        7_000,
-        Event::ConfigApplied(ConfigApplied {
-            config: Box::new(config),
-        }),
-    );
-    assert!(matches!(
-        node_commands(&out)[..],
-        [NodeCommand::Register { .. }]
-    ));
+    });
+    let out = w.feed(7_000, Event::ConfigApplied(ConfigApplied { config }));
+    assert!(registers(&out));
 }
 
 #[test]

@@ -38,13 +38,8 @@ fn an_unchanged_status_is_patched_only_every_five_minutes() {
 fn a_change_is_patched_at_the_next_tick_and_restarts_the_report_period() {
     let mut w = World::registered(0);
     assert!(ticks(&mut w, 120_000).is_empty());
-    let down = RuntimeHealth {
-        runtime_ready: false,
-        network_ready: true,
-        pleg_healthy: true,
-        message: "container runtime is down: CRI Status on unix:///run/cri.sock failed".into(),
-    };
-    let out = w.feed(125_000, Event::RuntimeHealth(down.clone()));
+    let msg = "container runtime is down: CRI Status on unix:///run/cri.sock failed";
+    let out = w.health(125_000, health(false, true, true, msg));
     assert!(node_commands(&out).is_empty(), "reported at the next tick");
 
     let patches = ticks(&mut w, 500_000);
@@ -52,55 +47,40 @@ fn a_change_is_patched_at_the_next_tick_and_restarts_the_report_period() {
     let r = ready(&patches[0].1);
     assert_eq!(r.status, "False");
     assert_eq!(r.reason.as_deref(), Some("KubeletNotReady"));
-    assert_eq!(r.message.as_deref(), Some(down.message.as_str()));
+    assert_eq!(r.message.as_deref(), Some(msg));
     assert_eq!(r.last_transition_time, Some(api_secs(130_000)));
     let mem = condition(&patches[0].1, "MemoryPressure").unwrap();
     assert_eq!(mem.last_transition_time, Some(api_secs(0)), "unchanged");
     // the heartbeat 5 min later keeps the transition time
-    assert_eq!(
-        ready(&patches[1].1).last_transition_time,
-        Some(api_secs(130_000))
-    );
+    let since = &ready(&patches[1].1).last_transition_time;
+    assert_eq!(since, &Some(api_secs(130_000)));
 }
 
 #[test]
 fn ready_follows_the_runtime_and_the_pleg_with_upstream_messages() {
     let mut w = World::registered(0);
-    let pleg = RuntimeHealth {
-        runtime_ready: true,
-        network_ready: true,
-        pleg_healthy: false,
-        message: "PLEG is not healthy: pleg was last seen active 3m0.5s ago; threshold is 3m0s"
-            .into(),
-    };
-    w.feed(5_000, Event::RuntimeHealth(pleg.clone()));
+    let msg = "PLEG is not healthy: pleg was last seen active 3m0.5s ago; threshold is 3m0s";
+    w.health(5_000, health(true, true, false, msg));
     let (ms, out) = w.fire(TimerKey::NodeStatusUpdate);
     assert_eq!(ms, 10_000);
     let s = patched(&out).expect("patched");
     assert_eq!(ready(&s).status, "False");
-    assert_eq!(ready(&s).message.as_deref(), Some(pleg.message.as_str()));
+    assert_eq!(ready(&s).message.as_deref(), Some(msg));
     assert_eq!(events(&out), ["NodeNotReady"]);
     w.feed(ms, finished(NodeAction::PatchStatus, true));
 
     // Without a message, the flags speak in upstream's order (runtime checks, then network).
-    let bare = RuntimeHealth {
-        runtime_ready: false,
-        network_ready: false,
-        pleg_healthy: false,
-        message: String::new(),
-    };
-    w.feed(15_000, Event::RuntimeHealth(bare));
+    w.health(15_000, health(false, false, false, ""));
     let (ms, out) = w.fire(TimerKey::NodeStatusUpdate);
     let s = patched(&out).expect("message changed");
-    assert_eq!(
-        ready(&s).message.as_deref(),
-        Some("[PLEG is not healthy, container runtime not ready, container runtime network not ready]")
-    );
+    let msg =
+        "[PLEG is not healthy, container runtime not ready, container runtime network not ready]";
+    assert_eq!(ready(&s).message.as_deref(), Some(msg));
     assert_eq!(ready(&s).last_transition_time, Some(api_secs(10_000)));
     assert!(events(&out).is_empty(), "still not ready: no event");
     w.feed(ms, finished(NodeAction::PatchStatus, true));
 
-    w.feed(25_000, Event::RuntimeHealth(healthy()));
+    w.health(25_000, healthy());
     let (ms, out) = w.fire(TimerKey::NodeStatusUpdate);
     assert_eq!(ms, 30_000);
     let s = patched(&out).expect("ready again");
@@ -117,31 +97,25 @@ fn the_first_ready_after_registration_is_patched_at_once() {
     let out = w.feed(1_000, finished(NodeAction::Register, true));
     let s = patched(&out).expect("patch after registration");
     assert_eq!(ready(&s).status, "False");
-    assert_eq!(
-        ready(&s).message.as_deref(),
-        Some("[container runtime status check may not have completed yet, network state unknown]")
-    );
+    let msg = "[container runtime status check may not have completed yet, network state unknown]";
+    assert_eq!(ready(&s).message.as_deref(), Some(msg));
     w.feed(1_000, finished(NodeAction::PatchStatus, true));
 
-    let out = w.feed(3_000, Event::RuntimeHealth(healthy()));
+    let out = w.health(3_000, healthy());
     let s = patched(&out).expect("fast update");
     assert_eq!(ready(&s).status, "True");
     assert_eq!(ready(&s).last_transition_time, Some(api_secs(3_000)));
     w.feed(3_000, finished(NodeAction::PatchStatus, true));
 
     // only once: later changes wait for the tick
-    let down = RuntimeHealth {
-        runtime_ready: false,
-        ..healthy()
-    };
-    assert!(patched(&w.feed(4_000, Event::RuntimeHealth(down))).is_none());
-    assert!(patched(&w.feed(5_000, Event::RuntimeHealth(healthy()))).is_none());
+    assert!(patched(&w.health(4_000, health(false, true, true, ""))).is_none());
+    assert!(patched(&w.health(5_000, healthy())).is_none());
 }
 
 #[test]
 fn a_failed_patch_is_retried_at_the_next_tick() {
     let mut w = World::new(vec![PodSource::Api]);
-    w.feed(0, Event::RuntimeHealth(healthy()));
+    w.health(0, healthy());
     w.feed(0, Event::NodeInfoObserved(machine()));
     let out = w.feed(0, finished(NodeAction::Register, true));
     assert!(patched(&out).is_some());
@@ -158,13 +132,7 @@ fn a_failed_patch_is_retried_at_the_next_tick() {
 #[test]
 fn a_tick_while_a_patch_is_in_flight_waits_for_it() {
     let mut w = World::registered(0);
-    w.feed(
-        5_000,
-        Event::RuntimeHealth(RuntimeHealth {
-            network_ready: false,
-            ..healthy()
-        }),
-    );
+    w.health(5_000, health(true, false, true, ""));
     let (_, out) = w.fire(TimerKey::NodeStatusUpdate);
     assert!(patched(&out).is_some());
     let (_, out) = w.fire(TimerKey::NodeStatusUpdate);
@@ -186,7 +154,7 @@ fn node_shutdown_reports_not_ready_at_once() {
 #[test]
 fn missing_capacity_makes_the_node_not_ready() {
     let mut w = World::new(vec![PodSource::Api]);
-    w.feed(0, Event::RuntimeHealth(healthy()));
+    w.health(0, healthy());
     let mut info = machine();
     let node = Arc::make_mut(&mut info.node);
     node.status
@@ -202,23 +170,15 @@ fn missing_capacity_makes_the_node_not_ready() {
     };
     let r = ready(node.status.as_ref().unwrap());
     assert_eq!(r.status, "False");
-    assert_eq!(
-        r.message.as_deref(),
-        Some("missing node capacity for resources: ephemeral-storage")
-    );
+    let msg = "missing node capacity for resources: ephemeral-storage";
+    assert_eq!(r.message.as_deref(), Some(msg));
 }
 
 #[test]
 fn replaying_the_same_records_gives_the_same_commands() {
     let run = || {
         let mut w = World::registered(0);
-        w.feed(
-            5_000,
-            Event::RuntimeHealth(RuntimeHealth {
-                pleg_healthy: false,
-                ..healthy()
-            }),
-        );
+        w.health(5_000, health(true, true, false, ""));
         let mut all = Vec::new();
         for _ in 0..40 {
             let (_, out) = w.fire(TimerKey::NodeStatusUpdate);

@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, ExecAction, Pod, PodSpec, PodStatus, Probe};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStatus as ApiContainerStatus, ExecAction, Pod, PodSpec, PodStatus, Probe,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::core::command::{Command, ContainerKill, KubeEvent, RuntimePlan, WorkType};
@@ -69,6 +71,14 @@ pub fn container() -> Container {
     }
 }
 
+/// Stops the running instance `c` (exit 137 at `now`); returns its PLEG event.
+fn kill(c: &mut ContainerStatus, now: Time) -> (PlegEventKind, String) {
+    c.state = ContainerState::Exited;
+    c.exit_code = 137;
+    c.finished_at = Some(now);
+    (PlegEventKind::ContainerDied, c.id.clone())
+}
+
 pub struct Fx {
     pub engine: Engine,
     pub now: Time,
@@ -108,18 +118,10 @@ impl Fx {
             sources: vec![PodSource::File],
             ..CoreConfig::default()
         };
-        fx.submit(
-            Event::ConfigApplied(ConfigApplied {
-                config: Box::new(config),
-            }),
-            None,
-        );
-        fx.submit(
-            Event::SourceReady(SourceReady {
-                source: PodSource::File,
-            }),
-            None,
-        );
+        let config = Box::new(config);
+        fx.submit(Event::ConfigApplied(ConfigApplied { config }), None);
+        let source = PodSource::File;
+        fx.submit(Event::SourceReady(SourceReady { source }), None);
         fx
     }
 
@@ -133,32 +135,31 @@ impl Fx {
 
     pub fn submit(&mut self, e: Event, cause: Option<u64>) {
         self.queue.push_back((e, cause));
+        self.drain();
+    }
+
+    /// Submits the queued events and carries out what they emit, until the queue is empty.
+    fn drain(&mut self) {
         while let Some((e, cause)) = self.queue.pop_front() {
-            let emitted = self.engine.submit(self.now, cause, None, e);
-            for em in emitted {
+            for em in self.engine.submit(self.now, cause, None, e) {
                 self.carry_out(em.cause.seq, em.command);
             }
         }
     }
 
-    pub fn add(&mut self, p: Arc<Pod>) {
-        self.submit(
-            Event::PodAdded(PodConfigChange {
-                source: PodSource::File,
-                pod: p,
-            }),
-            None,
-        );
+    pub fn add(&mut self, pod: Arc<Pod>) {
+        let source = PodSource::File;
+        self.submit(Event::PodAdded(PodConfigChange { source, pod }), None);
     }
 
-    pub fn remove(&mut self, p: Arc<Pod>) {
-        self.submit(
-            Event::PodRemoved(PodConfigChange {
-                source: PodSource::File,
-                pod: p,
-            }),
-            None,
-        );
+    pub fn remove(&mut self, pod: Arc<Pod>) {
+        let source = PodSource::File;
+        self.submit(Event::PodRemoved(PodConfigChange { source, pod }), None);
+    }
+
+    /// Removes the pod `uid` the pod manager has.
+    pub fn remove_pod(&mut self, uid: &str) {
+        self.remove(self.node().pod_manager.get(&Uid::new(uid)).unwrap().clone());
     }
 
     fn observe(&mut self, uid: &Uid, cause: u64, events: Vec<(PlegEventKind, String)>) {
@@ -222,12 +223,7 @@ impl Fx {
             self.finish(cause, &uid, sync_id, WorkType::Terminating);
             self.observe(&uid, cause, events);
         }
-        while let Some((e, cause)) = self.queue.pop_front() {
-            let emitted = self.engine.submit(self.now, cause, None, e);
-            for em in emitted {
-                self.carry_out(em.cause.seq, em.command);
-            }
-        }
+        self.drain();
     }
 
     fn finish(&mut self, cause: u64, uid: &Uid, sync_id: u64, work: WorkType) {
@@ -249,10 +245,7 @@ impl Fx {
         if let Some(rt) = self.runtime.get_mut(uid) {
             for c in &mut rt.containers {
                 if c.state == ContainerState::Running {
-                    c.state = ContainerState::Exited;
-                    c.exit_code = 137;
-                    c.finished_at = Some(now);
-                    events.push((PlegEventKind::ContainerDied, c.id.clone()));
+                    events.push(kill(c, now));
                 }
             }
             for s in &mut rt.sandboxes {
@@ -272,10 +265,7 @@ impl Fx {
         rt.namespace = p.metadata.namespace.clone().unwrap_or_default();
         for k in &plan.kill_containers {
             if let Some(c) = rt.containers.iter_mut().find(|c| c.id == k.id) {
-                c.state = ContainerState::Exited;
-                c.exit_code = 137;
-                c.finished_at = Some(now);
-                events.push((PlegEventKind::ContainerDied, c.id.clone()));
+                events.push(kill(c, now));
             }
         }
         if plan.create_sandbox.is_some() {
@@ -375,18 +365,18 @@ impl Fx {
 
     /// The cached API status of the pod.
     pub fn status(&self, uid: &str) -> Arc<PodStatus> {
-        self.node()
-            .statuses
-            .get(&Uid::new(uid))
-            .expect("a status")
-            .status
-            .clone()
+        let cached = self.node().statuses.get(&Uid::new(uid));
+        cached.expect("a status").status.clone()
+    }
+
+    /// The API status of container `c`.
+    pub fn container(&self, uid: &str) -> ApiContainerStatus {
+        self.status(uid).container_statuses.as_ref().unwrap()[0].clone()
     }
 
     /// `ready` of container `c`.
     pub fn ready(&self, uid: &str) -> bool {
-        let s = self.status(uid);
-        s.container_statuses.as_ref().unwrap()[0].ready
+        self.container(uid).ready
     }
 
     /// The pod's Ready condition.
@@ -401,7 +391,12 @@ impl Fx {
 
     /// Restart count of container `c`.
     pub fn restarts(&self, uid: &str) -> i32 {
-        self.status(uid).container_statuses.as_ref().unwrap()[0].restart_count
+        self.container(uid).restart_count
+    }
+
+    /// The first command emitted so far that `f` picks something from.
+    pub fn find_command<T>(&self, f: impl FnMut(&Command) -> Option<T>) -> Option<T> {
+        self.commands.iter().map(|(_, c)| c).find_map(f)
     }
 
     /// The `ProbeResult` records so far.

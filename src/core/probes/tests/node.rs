@@ -1,13 +1,15 @@
 //! The prober inside the node: workers created at SyncPod, results through `ProbeResult`
 //! records, and their consequences (status, kills, Events, termination).
 
-use k8s_openapi::api::core::v1::Container;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 
 use super::fixture::{container, pod_with, probe, Fx};
-use crate::core::command::Command;
+use crate::core::command::{Command, KubeEvent};
 use crate::core::probe_results::ProbeOutcome;
 use crate::core::probes::{ProbeType, ResultReason, RunResult, WorkerKey};
-use crate::core::record::Event;
+use crate::core::record::{Event, Record};
 use crate::core::timers::TimerKey;
 use crate::core::Uid;
 
@@ -29,9 +31,16 @@ fn key(probe: ProbeType) -> WorkerKey {
 
 /// Runs the pod until its container runs, with the agent started long ago (no jitter).
 fn started(c: Container) -> Fx {
+    started_with(c, |_| {})
+}
+
+/// [`started`] with the pod's spec changed by `f`.
+fn started_with(c: Container, f: impl FnOnce(&mut PodSpec)) -> Fx {
+    let mut p = (*pod_with(c)).clone();
+    f(p.spec.as_mut().unwrap());
     let mut fx = Fx::new();
     fx.advance(60_000);
-    fx.add(pod_with(c));
+    fx.add(Arc::new(p));
     fx
 }
 
@@ -39,13 +48,10 @@ fn started(c: Container) -> Fx {
 fn pr_15_a_running_container_whose_readiness_probe_has_not_run_is_not_ready() {
     let mut fx = started(with(|c| c.readiness_probe = Some(probe(1, 0, 3))));
     // the container runs; no readiness result is cached for it yet
-    let st = fx.status(UID);
-    let cs = &st.container_statuses.as_ref().unwrap()[0];
+    let cs = fx.container(UID);
     assert!(cs.state.as_ref().unwrap().running.is_some());
-    assert!(
-        !cs.ready,
-        "a readiness worker exists: not ready before its first result"
-    );
+    let why = "a readiness worker exists: not ready before its first result";
+    assert!(!cs.ready, "{why}");
     assert_eq!(fx.pod_ready(UID).as_deref(), Some("False"));
     // the probe passes: ready, and the pod's Ready condition follows (SetContainerReadiness)
     fx.answer(ProbeType::Readiness, RunResult::Success, "");
@@ -84,24 +90,17 @@ fn pr_14_the_first_run_is_jittered_only_just_after_the_agent_started() {
     fx.advance(30_000);
     let added_at = fx.now;
     fx.add(pod_with(p));
-    let first_tick = fx
-        .commands
-        .iter()
-        .find_map(|(_, c)| match c {
-            Command::SetTimer(t) if matches!(t.key, TimerKey::Probe { .. }) => Some(t.due),
-            _ => None,
-        })
-        .unwrap();
-    assert_eq!(first_tick, added_at);
+    let first_tick = fx.find_command(|c| match c {
+        Command::SetTimer(t) if matches!(t.key, TimerKey::Probe { .. }) => Some(t.due),
+        _ => None,
+    });
+    assert_eq!(first_tick, Some(added_at));
 }
 
 #[test]
 fn pr_05_a_liveness_probe_failing_failure_threshold_times_restarts_the_container() {
     let mut fx = started(with(|c| c.liveness_probe = Some(probe(1, 0, 3))));
-    let first_id = fx.status(UID).container_statuses.as_ref().unwrap()[0]
-        .container_id
-        .clone()
-        .unwrap();
+    let first_id = fx.container(UID).container_id.unwrap();
     fx.period(ProbeType::Liveness, RunResult::Success);
     for _ in 0..2 {
         assert_eq!(fx.period(ProbeType::Liveness, RunResult::Failure), 1);
@@ -117,18 +116,12 @@ fn pr_05_a_liveness_probe_failing_failure_threshold_times_restarts_the_container
         .expect("a failure result");
     assert_eq!(failure.reason, ResultReason::Threshold);
     assert_eq!(failure.consecutive, 3);
+    let msg = "Container c failed liveness probe, will be restarted";
     assert_eq!(fx.kills.len(), 1);
-    assert_eq!(
-        fx.kills[0].message,
-        "Container c failed liveness probe, will be restarted"
-    );
+    assert_eq!(fx.kills[0].message, msg);
     assert_eq!(fx.kills[0].grace_period_s, 30);
     assert_eq!(fx.restarts(UID), 1);
-    let new_id = fx.status(UID).container_statuses.as_ref().unwrap()[0]
-        .container_id
-        .clone()
-        .unwrap();
-    assert_ne!(new_id, first_id);
+    assert_ne!(fx.container(UID).container_id.unwrap(), first_id);
     // Events: one Unhealthy per failed run, then Killing
     let unhealthy: Vec<&str> = fx
         .events
@@ -137,8 +130,8 @@ fn pr_05_a_liveness_probe_failing_failure_threshold_times_restarts_the_container
         .map(|e| e.message.as_str())
         .collect();
     assert_eq!(unhealthy, vec!["Liveness probe failed: out"; 3]);
-    assert!(fx.events.iter().any(|e| e.reason == "Killing"
-        && e.message == "Container c failed liveness probe, will be restarted"));
+    let killing = |e: &&KubeEvent| e.reason == "Killing" && e.message == msg;
+    assert!(fx.events.iter().any(|e| killing(&e)));
     // PR-07: the new instance is probed again (the hold is lifted)
     assert_eq!(fx.period(ProbeType::Liveness, RunResult::Success), 1);
     assert_eq!(fx.restarts(UID), 1);
@@ -146,26 +139,18 @@ fn pr_05_a_liveness_probe_failing_failure_threshold_times_restarts_the_container
 
 #[test]
 fn rt_13_a_liveness_failure_under_never_kills_without_restart() {
-    let mut c = with(|c| c.liveness_probe = Some(probe(1, 0, 1)));
-    c.name = "c".into();
-    let mut p = (*pod_with(c)).clone();
-    p.spec.as_mut().unwrap().restart_policy = Some("Never".into());
-    let mut fx = Fx::new();
-    fx.advance(60_000);
-    fx.add(std::sync::Arc::new(p));
+    let mut fx = started_with(with(|c| c.liveness_probe = Some(probe(1, 0, 1))), |s| {
+        s.restart_policy = Some("Never".into());
+    });
     fx.period(ProbeType::Liveness, RunResult::Failure);
-    let killed_with: Vec<String> = fx
-        .commands
-        .iter()
-        .filter_map(|(_, c)| match c {
-            Command::SyncPod(s) if s.plan.kill_pod.is_some() => Some("pod".to_string()),
-            Command::SyncPod(s) if !s.plan.kill_containers.is_empty() => {
-                Some(s.plan.kill_containers[0].message.clone())
-            }
-            _ => None,
-        })
-        .collect();
-    assert!(!killed_with.is_empty(), "the container is killed");
+    let killed_with = fx.find_command(|c| match c {
+        Command::SyncPod(s) if s.plan.kill_pod.is_some() => Some("pod".to_string()),
+        Command::SyncPod(s) if !s.plan.kill_containers.is_empty() => {
+            Some(s.plan.kill_containers[0].message.clone())
+        }
+        _ => None,
+    });
+    assert!(killed_with.is_some(), "the container is killed");
     assert_eq!(fx.restarts(UID), 0, "and not restarted");
 }
 
@@ -173,11 +158,9 @@ fn rt_13_a_liveness_failure_under_never_kills_without_restart() {
 fn pr_21_a_liveness_kill_uses_the_probe_termination_grace_period() {
     let mut p = probe(1, 0, 1);
     p.termination_grace_period_seconds = Some(5);
-    let mut pod = (*pod_with(with(|c| c.liveness_probe = Some(p)))).clone();
-    pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(500);
-    let mut fx = Fx::new();
-    fx.advance(60_000);
-    fx.add(std::sync::Arc::new(pod));
+    let mut fx = started_with(with(|c| c.liveness_probe = Some(p)), |s| {
+        s.termination_grace_period_seconds = Some(500);
+    });
     fx.period(ProbeType::Liveness, RunResult::Failure);
     assert_eq!(fx.kills.len(), 1);
     assert_eq!(fx.kills[0].grace_period_s, 5, "not the pod's 500");
@@ -190,36 +173,23 @@ fn pr_08_startup_gates_liveness_and_readiness_is_probed_right_after_startup() {
         c.liveness_probe = Some(probe(1, 0, 1));
         c.readiness_probe = Some(probe(1, 0, 1));
     }));
-    let st = fx.status(UID);
-    assert_eq!(
-        st.container_statuses.as_ref().unwrap()[0].started,
-        Some(false)
-    );
+    assert_eq!(fx.container(UID).started, Some(false));
     for _ in 0..3 {
         fx.advance(1000);
-        assert!(
-            fx.probes.iter().all(|(p, _)| p.probe == ProbeType::Startup),
-            "only startup runs: {:?}",
-            fx.probes
-        );
+        let only_startup = fx.probes.iter().all(|(p, _)| p.probe == ProbeType::Startup);
+        assert!(only_startup, "only startup runs: {:?}", fx.probes);
         fx.answer(ProbeType::Startup, RunResult::Failure, "not yet");
     }
     assert_eq!(fx.restarts(UID), 0);
     fx.advance(1000);
     fx.answer(ProbeType::Startup, RunResult::Success, "");
-    let st = fx.status(UID);
-    assert_eq!(
-        st.container_statuses.as_ref().unwrap()[0].started,
-        Some(true)
-    );
+    assert_eq!(fx.container(UID).started, Some(true));
     // the startup result synced the pod, whose status triggered the readiness probe at once
-    assert!(
-        fx.probes
-            .iter()
-            .any(|(p, _)| p.probe == ProbeType::Readiness),
-        "{:?}",
-        fx.probes
-    );
+    let readiness = fx
+        .probes
+        .iter()
+        .any(|(p, _)| p.probe == ProbeType::Readiness);
+    assert!(readiness, "{:?}", fx.probes);
     fx.answer(ProbeType::Readiness, RunResult::Success, "");
     assert!(fx.ready(UID));
     // now liveness applies
@@ -235,10 +205,8 @@ fn pr_06_a_failing_startup_probe_restarts_the_container() {
     assert_eq!(fx.restarts(UID), 0);
     fx.period(ProbeType::Startup, RunResult::Failure);
     assert_eq!(fx.restarts(UID), 1);
-    assert_eq!(
-        fx.kills[0].message,
-        "Container c failed startup probe, will be restarted"
-    );
+    let msg = "Container c failed startup probe, will be restarted";
+    assert_eq!(fx.kills[0].message, msg);
 }
 
 #[test]
@@ -252,20 +220,14 @@ fn pr_22_termination_pins_readiness_to_failure_before_the_kill_and_stops_livenes
     assert!(fx.ready(UID));
     fx.probes.clear(); // runs already started; their outcomes would be thrown away
     fx.finish_terminating = false;
-    let p = fx.node().pod_manager.get(&Uid::new(UID)).unwrap().clone();
-    fx.remove(p);
+    fx.remove_pod(UID);
     // the kill is under way (held back), and the pod is already not ready
     assert_eq!(fx.kills.len(), 1);
     assert!(!fx.ready(UID), "not ready before the containers stop");
     let pinned = fx.results().into_iter().last().unwrap();
-    assert_eq!(
-        (pinned.probe, pinned.result, pinned.reason),
-        (
-            ProbeType::Readiness,
-            Some(ProbeOutcome::Failure),
-            ResultReason::Terminating
-        )
-    );
+    assert_eq!(pinned.probe, ProbeType::Readiness);
+    assert_eq!(pinned.result, Some(ProbeOutcome::Failure));
+    assert_eq!(pinned.reason, ResultReason::Terminating);
     assert!(fx.node().probers.get(&key(ProbeType::Liveness)).is_none());
     // no probe runs while terminating, so no liveness kill can come
     fx.advance(5_000);
@@ -280,12 +242,9 @@ fn pr_22_termination_pins_readiness_to_failure_before_the_kill_and_stops_livenes
 fn pr_13_removing_workers_forgets_their_results_and_timers() {
     let mut fx = started(with(|c| c.readiness_probe = Some(probe(1, 0, 3))));
     fx.answer(ProbeType::Readiness, RunResult::Success, "");
-    assert_eq!(
-        fx.node().probes.get("ctr-1").readiness,
-        Some(ProbeOutcome::Success)
-    );
-    let p = fx.node().pod_manager.get(&Uid::new(UID)).unwrap().clone();
-    fx.remove(p);
+    let readiness = fx.node().probes.get("ctr-1").readiness;
+    assert_eq!(readiness, Some(ProbeOutcome::Success));
+    fx.remove_pod(UID);
     assert!(fx.node().probers.is_empty());
     assert_eq!(fx.node().probes.get("ctr-1").readiness, None);
     let forgotten = fx
@@ -293,21 +252,15 @@ fn pr_13_removing_workers_forgets_their_results_and_timers() {
         .into_iter()
         .any(|r| r.result.is_none() && r.reason == ResultReason::Stopped);
     assert!(forgotten);
-    assert!(fx
-        .node()
-        .timers
-        .get(&key(ProbeType::Readiness).timer())
-        .is_none());
+    let timer = key(ProbeType::Readiness).timer();
+    assert!(fx.node().timers.get(&timer).is_none());
 }
 
 #[test]
 fn pr_20_probe_events() {
     let mut fx = started(with(|c| c.readiness_probe = Some(probe(1, 0, 3))));
-    fx.answer(
-        ProbeType::Readiness,
-        RunResult::Warning,
-        "Probe terminated redirects",
-    );
+    let out = "Probe terminated redirects";
+    fx.answer(ProbeType::Readiness, RunResult::Warning, out);
     fx.period(ProbeType::Readiness, RunResult::Error);
     fx.period(ProbeType::Readiness, RunResult::Failure);
     let got: Vec<(String, String)> = fx
@@ -316,25 +269,22 @@ fn pr_20_probe_events() {
         .filter(|e| e.reason == "Unhealthy" || e.reason == "ProbeWarning")
         .map(|e| (e.reason.clone(), e.message.clone()))
         .collect();
-    assert_eq!(
-        got,
-        vec![
-            (
-                "ProbeWarning".into(),
-                "Readiness probe warning: Probe terminated redirects".into()
-            ),
-            ("Unhealthy".into(), "Readiness probe errored: out".into()),
-            ("Unhealthy".into(), "Readiness probe failed: out".into()),
-        ]
-    );
+    let want = [
+        (
+            "ProbeWarning",
+            "Readiness probe warning: Probe terminated redirects",
+        ),
+        ("Unhealthy", "Readiness probe errored: out"),
+        ("Unhealthy", "Readiness probe failed: out"),
+    ];
+    assert_eq!(got, want.map(|(r, m)| (r.to_string(), m.to_string())));
 }
 
 #[test]
 fn pr_11_workers_of_a_finished_pod_are_cleaned_up() {
     let mut fx = started(with(|c| c.readiness_probe = Some(probe(1, 0, 3))));
     assert_eq!(fx.node().probers.len(), 1);
-    let p = fx.node().pod_manager.get(&Uid::new(UID)).unwrap().clone();
-    fx.remove(p);
+    fx.remove_pod(UID);
     fx.advance(5_000);
     assert!(fx.node().probers.is_empty());
     assert!(fx.node().probes.for_container(&Uid::new(UID), "c", "ctr-1") == Default::default());
@@ -360,24 +310,24 @@ fn probe_records_replay_to_the_same_state() {
         .collect();
     let replayed = crate::postmortem::replay::replay(text.as_bytes(), None).unwrap();
     assert_eq!(&replayed.node, fx.node());
-    assert!(fx
-        .records()
-        .iter()
-        .any(|r| matches!(&r.event, Event::ProbeFinished(_))));
+    let finished = |r: &Arc<Record>| matches!(&r.event, Event::ProbeFinished(_));
+    assert!(fx.records().iter().any(finished));
 }
 
 #[test]
 fn rt_39_kills_give_the_pre_stop_hook_the_unclamped_grace_period() {
     use k8s_openapi::api::core::v1::{Lifecycle, LifecycleHandler, SleepAction};
+    let sleep = |seconds| {
+        let sleep = Some(SleepAction { seconds });
+        Some(LifecycleHandler {
+            sleep,
+            ..LifecycleHandler::default()
+        })
+    };
+    let (pre_stop, post_start) = (sleep(5), sleep(0));
     let hook = Lifecycle {
-        pre_stop: Some(LifecycleHandler {
-            sleep: Some(SleepAction { seconds: 5 }),
-            ..LifecycleHandler::default()
-        }),
-        post_start: Some(LifecycleHandler {
-            sleep: Some(SleepAction { seconds: 0 }),
-            ..LifecycleHandler::default()
-        }),
+        pre_stop,
+        post_start,
         ..Lifecycle::default()
     };
     let mut lp = probe(1, 0, 1);
@@ -387,14 +337,11 @@ fn rt_39_kills_give_the_pre_stop_hook_the_unclamped_grace_period() {
         c.liveness_probe = Some(lp);
     }));
     // the start plan says how a failed postStart would kill it (the pod's 30 s)
-    let start = fx
-        .commands
-        .iter()
-        .find_map(|(_, c)| match c {
-            Command::SyncPod(s) if !s.plan.start.is_empty() => Some(s.plan.start[0].clone()),
-            _ => None,
-        })
-        .unwrap();
+    let start = fx.find_command(|c| match c {
+        Command::SyncPod(s) if !s.plan.start.is_empty() => Some(s.plan.start[0].clone()),
+        _ => None,
+    });
+    let start = start.unwrap();
     let k = start.post_start_failure_kill.unwrap();
     assert_eq!((k.grace_period_s, k.pre_stop_s), (30, Some(30)));
     // a liveness kill: the probe's grace, all of it for preStop
@@ -402,8 +349,7 @@ fn rt_39_kills_give_the_pre_stop_hook_the_unclamped_grace_period() {
     assert_eq!(fx.kills[0].pre_stop_s, Some(7));
     assert_eq!(fx.kills[0].grace_period_s, 7);
     // a pod kill: the pod's grace
-    let p = fx.node().pod_manager.get(&Uid::new(UID)).unwrap().clone();
-    fx.remove(p);
+    fx.remove_pod(UID);
     let last = fx.kills.last().unwrap();
     assert_eq!((last.grace_period_s, last.pre_stop_s), (30, Some(30)));
     // grace 0: the pod worker raises a kill's grace to 1 s (invariant 2), so preStop gets 1 s
@@ -411,7 +357,7 @@ fn rt_39_kills_give_the_pre_stop_hook_the_unclamped_grace_period() {
     let mut fx = Fx::new();
     let mut p = (*pod_with(with(|c| c.lifecycle = Some(hook.clone())))).clone();
     p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(0);
-    let p = std::sync::Arc::new(p);
+    let p = Arc::new(p);
     fx.add(p.clone());
     fx.remove(p);
     let last = fx.kills.last().unwrap();

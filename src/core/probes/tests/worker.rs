@@ -169,27 +169,23 @@ fn pr_02_nothing_runs_before_initial_delay_seconds_then_success() {
     assert_eq!(w.now_s, 10);
 }
 
+/// The outcome a run of `S` or `F` stands for.
+fn o(r: RunResult) -> Option<ProbeOutcome> {
+    Some(if r == S { Success } else { Failure })
+}
+
 #[test]
 fn pr_03_readiness_failure_threshold_3() {
     let mut w = W::new(ProbeType::Readiness, settings(0, 1, 3));
-    let st = running("a");
-    let got = w.results(&st, &[S, S, S, F, F, F, F, S, F, F, F]);
-    let want = [
-        Success, Success, Success, Success, Success, Failure, Failure, Success, Success, Success,
-        Failure,
-    ];
-    assert_eq!(got, want.map(Some).to_vec());
+    let got = w.results(&running("a"), &[S, S, S, F, F, F, F, S, F, F, F]);
+    assert_eq!(got, [S, S, S, S, S, F, F, S, S, S, F].map(o));
 }
 
 #[test]
 fn pr_04_readiness_success_threshold_3_failure_threshold_1() {
     let mut w = W::new(ProbeType::Readiness, settings(0, 3, 1));
-    let st = running("a");
-    let got = w.results(&st, &[S, S, S, F, S, S, S]);
-    let want = [
-        Failure, Failure, Success, Failure, Failure, Failure, Success,
-    ];
-    assert_eq!(got, want.map(Some).to_vec());
+    let got = w.results(&running("a"), &[S, S, S, F, S, S, S]);
+    assert_eq!(got, [F, F, S, F, F, F, S].map(o));
 }
 
 #[test]
@@ -202,9 +198,8 @@ fn pr_05_liveness_failure_counting_then_on_hold() {
     assert_eq!((w.w.last_result, w.w.result_run), (Failure, 1));
     assert_eq!(w.probe(&st, F), None);
     assert_eq!(w.w.reported, Some(Success));
-    let c = w
-        .probe(&st, F)
-        .expect("the third failure changes the result");
+    let c = w.probe(&st, F);
+    let c = c.expect("the third failure changes the result");
     assert_eq!(outcome(&c), Some(Failure));
     assert_eq!(c.reason, ResultReason::Threshold);
     assert_eq!(c.consecutive, 3);
@@ -212,8 +207,7 @@ fn pr_05_liveness_failure_counting_then_on_hold() {
     assert_eq!(w.w.phase, WorkerPhase::OnHold);
     // on hold: no more probing for this container
     for _ in 0..5 {
-        let t = w.tick(Some(&st));
-        assert_eq!(t, Tick::default());
+        assert_eq!(w.tick(Some(&st)), Tick::default());
     }
 }
 
@@ -255,15 +249,12 @@ fn pr_07_a_new_container_lifts_the_hold() {
     // the restarted container: the old result is forgotten, the initial value set, and the
     // next probe runs
     let t = w.tick(Some(&running("b")));
-    assert_eq!(t.changes.len(), 2, "{t:?}");
-    assert_eq!(
-        (t.changes[0].container_id.as_str(), t.changes[0].result),
-        ("a", None)
-    );
-    assert_eq!(
-        (t.changes[1].container_id.as_str(), t.changes[1].result),
-        ("b", Some(Success))
-    );
+    let changes: Vec<_> = t
+        .changes
+        .iter()
+        .map(|c| (&*c.container_id, c.result))
+        .collect();
+    assert_eq!(changes, [("a", None), ("b", Some(Success))], "{t:?}");
     assert_eq!(t.run.as_deref(), Some("b"));
     assert_eq!(w.w.phase, WorkerPhase::Active);
     w.w.in_flight = Some(1);
@@ -275,10 +266,8 @@ fn pr_07_a_new_container_lifts_the_hold() {
     w.probe(&not_started("a"), F);
     assert_eq!(w.w.phase, WorkerPhase::OnHold);
     let c = w.probe(&not_started("b"), S).unwrap();
-    assert_eq!(
-        (outcome(&c), w.w.phase),
-        (Some(Success), WorkerPhase::OnHold)
-    );
+    assert_eq!(outcome(&c), Some(Success));
+    assert_eq!(w.w.phase, WorkerPhase::OnHold);
 }
 
 #[test]
@@ -314,8 +303,9 @@ fn pr_09_a_container_that_is_not_running_is_a_failure() {
         let mut w = W::new(ProbeType::Liveness, settings(0, 1, 1));
         w.pod = pod(policy);
         let t = w.tick(Some(&status("a", waiting.clone(), None)));
-        assert_eq!(t.changes.last().and_then(outcome), Some(Failure));
-        assert_eq!(t.changes.last().unwrap().reason, ResultReason::NotRunning);
+        let last = t.changes.last().unwrap();
+        assert_eq!(outcome(last), Some(Failure), "{policy}");
+        assert_eq!(last.reason, ResultReason::NotRunning, "{policy}");
         assert!(!t.stop, "waiting: keep going under {policy}");
         let t = w.tick(Some(&status("a", exited.clone(), None)));
         assert_eq!(t.stop, policy == "Never", "terminated under {policy}");
@@ -419,10 +409,8 @@ fn pinned_readiness_is_failure_and_does_not_probe() {
     w.probe(&running("a"), S);
     assert_eq!(w.w.reported, Some(Success));
     let c = w.w.pin().unwrap();
-    assert_eq!(
-        (c.result, c.reason),
-        (Some(Failure), ResultReason::Terminating)
-    );
+    assert_eq!(c.result, Some(Failure));
+    assert_eq!(c.reason, ResultReason::Terminating);
     assert_eq!(w.tick(Some(&running("a"))), Tick::default());
     assert_eq!(w.w.pin(), None, "pinning twice changes nothing");
 }

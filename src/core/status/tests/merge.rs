@@ -48,73 +48,69 @@ fn find<'s>(s: &'s PodStatus, type_: &str) -> Option<&'s PodCondition> {
     s.conditions.iter().flatten().find(|c| c.type_ == type_)
 }
 
+fn count(s: &PodStatus, type_: &str) -> usize {
+    s.conditions
+        .iter()
+        .flatten()
+        .filter(|c| c.type_ == type_)
+        .count()
+}
+
+/// `s` with `extra` appended to its conditions.
+fn plus(mut s: PodStatus, extra: PodCondition) -> PodStatus {
+    s.conditions.get_or_insert_with(Vec::new).push(extra);
+    s
+}
+
+/// `(status, reason)` of the condition `type_`.
+fn status_reason<'s>(s: &'s PodStatus, type_: &str) -> (&'s str, Option<&'s str>) {
+    let c = condition(s, type_);
+    (c.status.as_str(), c.reason.as_deref())
+}
+
 #[test]
 fn sm_21_a_condition_the_kubelet_does_not_own_keeps_the_api_value() {
-    let mut old = ready_running();
-    old.conditions
-        .as_mut()
-        .unwrap()
-        .push(cond("example.com/feature", TRUE));
+    const FEATURE: &str = "example.com/feature";
+    let mut old = plus(ready_running(), cond(FEATURE, TRUE));
     old.resource_claim_statuses = Some(vec![PodResourceClaimStatus {
         name: "claim".into(),
         resource_claim_name: Some("from-api".into()),
     }]);
-    let mut new = ready_running();
-    new.conditions
-        .as_mut()
-        .unwrap()
-        .push(cond("example.com/feature", FALSE));
+    let mut new = plus(ready_running(), cond(FEATURE, FALSE));
     new.conditions.as_mut().unwrap()[0] = with_reason(READY, FALSE, "ContainersNotReady", 20);
     let merged = merge_pod_status(&old, &new, true, at(30));
-    assert_eq!(
-        condition(&merged, "example.com/feature").status,
-        TRUE,
-        "the node may not change another writer's condition"
-    );
-    assert_eq!(
-        condition(&merged, READY).status,
-        FALSE,
-        "Ready is the node's"
-    );
+    let why = "the node may not change another writer's condition";
+    assert_eq!(condition(&merged, FEATURE).status, TRUE, "{why}");
+    let ready = &condition(&merged, READY).status;
+    assert_eq!(ready, FALSE, "Ready is the node's");
+    let why = "resource claim statuses always come from the API";
     assert_eq!(
         merged.resource_claim_statuses, old.resource_claim_statuses,
-        "resource claim statuses always come from the API"
+        "{why}"
     );
-    assert_eq!(
-        merged
-            .conditions
-            .iter()
-            .flatten()
-            .filter(|c| c.type_ == "example.com/feature")
-            .count(),
-        1
-    );
+    assert_eq!(count(&merged, FEATURE), 1);
 }
 
 #[test]
 fn sm_22_no_terminal_phase_while_containers_may_run() {
     let old = ready_running();
     let new = evicted(ready_running());
-
     let merged = merge_pod_status(&old, &new, true, at(30));
     assert_eq!(merged.phase.as_deref(), Some("Running"));
     assert_eq!(merged.reason.as_deref(), Some("Unknown"));
     assert_eq!(merged.message.as_deref(), Some("Message"));
-    assert_eq!(condition(&merged, READY), condition(&old, READY));
-    assert_eq!(
-        condition(&merged, CONTAINERS_READY),
-        condition(&old, CONTAINERS_READY)
-    );
+    for t in [READY, CONTAINERS_READY] {
+        assert_eq!(condition(&merged, t), condition(&old, t), "{t}");
+    }
 
     let merged = merge_pod_status(&old, &new, false, at(30));
     assert_eq!(merged.phase.as_deref(), Some("Failed"));
     assert_eq!(merged.reason.as_deref(), Some("Evicted"));
     assert_eq!(merged.message.as_deref(), Some("Was Evicted"));
+    let (want, since) = ((FALSE, Some(POD_FAILED)), Some(time_to_api(at(30))));
     for t in [READY, CONTAINERS_READY] {
-        let c = condition(&merged, t);
-        assert_eq!(c.status, FALSE, "{t}");
-        assert_eq!(c.reason.as_deref(), Some(POD_FAILED), "{t}");
-        assert_eq!(c.last_transition_time, Some(time_to_api(at(30))), "{t}");
+        assert_eq!(status_reason(&merged, t), want, "{t}");
+        assert_eq!(condition(&merged, t).last_transition_time, since, "{t}");
     }
 }
 
@@ -125,8 +121,7 @@ fn sm_23_disruption_target_only_once_really_terminal() {
 
     // moving to a terminal phase with nothing running: added, transition time refreshed
     let old = ready_running();
-    let mut new = evicted(ready_running());
-    new.conditions.as_mut().unwrap().push(by_kubelet.clone());
+    let new = plus(evicted(ready_running()), by_kubelet.clone());
     let merged = merge_pod_status(&old, &new, false, at(40));
     let dt = find(&merged, DISRUPTION_TARGET).expect("added");
     assert_eq!(dt.reason.as_deref(), Some("TerminationByKubelet"));
@@ -138,63 +133,39 @@ fn sm_23_disruption_target_only_once_really_terminal() {
     assert_eq!(merged.phase.as_deref(), Some("Running"));
 
     // an existing one from the eviction API with the phase staying Running: kept as is
-    let mut old_with = ready_running();
-    old_with.conditions.as_mut().unwrap().push(by_api.clone());
-    let mut new_running = ready_running();
-    new_running
-        .conditions
-        .as_mut()
-        .unwrap()
-        .push(by_kubelet.clone());
+    let old_with = plus(ready_running(), by_api.clone());
+    let new_running = plus(ready_running(), by_kubelet);
     let merged = merge_pod_status(&old_with, &new_running, false, at(40));
     assert_eq!(find(&merged, DISRUPTION_TARGET), Some(&by_api));
-    assert_eq!(
-        merged
-            .conditions
-            .iter()
-            .flatten()
-            .filter(|c| c.type_ == DISRUPTION_TARGET)
-            .count(),
-        1
-    );
+    assert_eq!(count(&merged, DISRUPTION_TARGET), 1);
 
     // terminal with nothing running: the kubelet's replaces the eviction API's
     let merged = merge_pod_status(&old_with, &new, false, at(40));
-    let dts: Vec<_> = merged
-        .conditions
-        .iter()
-        .flatten()
-        .filter(|c| c.type_ == DISRUPTION_TARGET)
-        .collect();
-    assert_eq!(dts.len(), 1);
-    assert_eq!(dts[0].reason.as_deref(), Some("TerminationByKubelet"));
+    assert_eq!(count(&merged, DISRUPTION_TARGET), 1);
+    let dt = find(&merged, DISRUPTION_TARGET).unwrap();
+    assert_eq!(dt.reason.as_deref(), Some("TerminationByKubelet"));
 }
 
 #[test]
 fn sm_24_a_terminal_phase_forces_readiness_false() {
-    let old = ready_running();
-    let mut new = ready_running();
-    new.phase = Some("Succeeded".into());
-    let merged = merge_pod_status(&old, &new, false, at(50));
+    let phase = |p: &str| PodStatus {
+        phase: Some(p.into()),
+        ..ready_running()
+    };
+    let merged = merge_pod_status(&ready_running(), &phase("Succeeded"), false, at(50));
     for t in [READY, CONTAINERS_READY] {
-        let c = condition(&merged, t);
-        assert_eq!(c.status, FALSE, "{t}");
-        assert_eq!(c.reason.as_deref(), Some(POD_COMPLETED), "{t}");
+        assert_eq!(
+            status_reason(&merged, t),
+            (FALSE, Some(POD_COMPLETED)),
+            "{t}"
+        );
     }
 
     // already terminal in the API and Ready still True in the new status (kubernetes/kubernetes#108594)
-    let mut old_failed = ready_running();
-    old_failed.phase = Some("Failed".into());
-    let mut new_failed = ready_running();
-    new_failed.phase = Some("Failed".into());
-    let merged = merge_pod_status(&old_failed, &new_failed, false, at(50));
-    assert_eq!(condition(&merged, READY).status, FALSE);
-    assert_eq!(
-        condition(&merged, READY).reason.as_deref(),
-        Some(POD_FAILED)
-    );
+    let merged = merge_pod_status(&phase("Failed"), &phase("Failed"), false, at(50));
+    assert_eq!(status_reason(&merged, READY), (FALSE, Some(POD_FAILED)));
 
     // a non-terminal phase leaves readiness alone
-    let merged = merge_pod_status(&old, &ready_running(), false, at(50));
+    let merged = merge_pod_status(&ready_running(), &ready_running(), false, at(50));
     assert_eq!(condition(&merged, READY).status, TRUE);
 }

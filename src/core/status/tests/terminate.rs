@@ -6,8 +6,8 @@ use crate::core::pod_status::containers::{
     CONTAINER_STATUS_UNKNOWN, MSG_LOST_WHEN_TERMINATED, UNKNOWN_EXIT_CODE,
 };
 use crate::core::pod_status::tests::fixtures::{
-    container, find, pod, running, sidecar, simple_pod, started, succeeded, terminated_state,
-    waiting, waiting_last_zero, with_api_status,
+    container, find, pod, running, sidecar, simple_pod, started, terminated_state, waiting,
+    waiting_last_zero, with_api_status,
 };
 use crate::core::record::Time;
 use crate::core::status::{
@@ -91,18 +91,32 @@ fn sm_25_terminate_pod_fills_in_unknown_states_and_keeps_the_cached_phase() {
     assert_eq!(v.status.message.as_deref(), Some("first"));
 
     // forced: the same terminal status is recorded again
-    assert_eq!(
-        store.terminate_pod(&uid(), &stale, None, at(30)),
-        StatusUpdate::Recorded { version: 3 }
-    );
+    let got = store.terminate_pod(&uid(), &stale, None, at(30));
+    assert_eq!(got, StatusUpdate::Recorded { version: 3 });
 }
 
-fn init_pod(inits: &[&str]) -> Pod {
-    pod(
-        "Always",
-        inits.iter().map(|n| container(n)).collect(),
-        vec![container("app")],
-    )
+/// A container status from a code: `W` waiting, `Z` waiting after a zero exit, `R` running,
+/// `S` running and started, `X<n>` exited with `n`.
+fn code(c: &str, name: &str) -> ContainerStatus {
+    match c {
+        "W" => waiting(name),
+        "Z" => waiting_last_zero(name),
+        "R" => running(name),
+        "S" => started(name),
+        _ => exited(name, c.strip_prefix('X').unwrap().parse().unwrap()),
+    }
+}
+
+/// Statuses `init-0`, `init-1`, … from space-separated codes.
+fn inits(codes: &str) -> Vec<ContainerStatus> {
+    let codes = codes.split_whitespace().enumerate();
+    codes.map(|(i, c)| code(c, &format!("init-{i}"))).collect()
+}
+
+/// A pod with `n` regular init containers `init-0`, … and the container `app`.
+fn init_pod(n: usize) -> Pod {
+    let inits = (0..n).map(|i| container(&format!("init-{i}"))).collect();
+    pod("Always", inits, vec![container("app")])
 }
 
 /// `TerminatePod` of a pod whose status is `status` and that the node has no cache for.
@@ -113,121 +127,74 @@ fn terminate(p: &Pod, status: PodStatus) -> PodStatus {
     (*store.get(&uid()).unwrap().status).clone()
 }
 
-fn statuses(inits: Vec<ContainerStatus>, app: ContainerStatus) -> PodStatus {
+/// A pending pod's status: init containers from `init_codes`, `app` from `app_code`.
+fn statuses(init_codes: &str, app_code: &str) -> PodStatus {
     PodStatus {
         phase: Some("Pending".into()),
-        init_container_statuses: Some(inits),
-        container_statuses: Some(vec![app]),
+        init_container_statuses: Some(inits(init_codes)),
+        container_statuses: Some(vec![code(app_code, "app")]),
         ..PodStatus::default()
+    }
+}
+
+/// Checks each of `wants` (`U` unknown, `W` waiting, `-` not checked, a number: that exit)
+/// against `names[i]` in `got`.
+fn check(case: &str, got: &Option<Vec<ContainerStatus>>, names: &[String], wants: &str) {
+    let wants: Vec<&str> = wants.split_whitespace().collect();
+    assert_eq!(names.len(), wants.len(), "{case}: a want per name");
+    for (name, want) in names.iter().zip(wants) {
+        match want {
+            "U" => assert!(is_unknown(got, name), "{case}: {name} unknown"),
+            "W" => assert!(is_waiting(got, name), "{case}: {name} waiting"),
+            "-" => {}
+            n => assert_eq!(exit_of(got, name), n.parse().ok(), "{case}: {name}"),
+        }
     }
 }
 
 #[test]
 fn sm_26_terminate_pod_with_init_containers() {
-    // one init, waiting: it is the one that tried; the app container never did
-    let got = terminate(
-        &init_pod(&["init-0"]),
-        statuses(vec![waiting("init-0")], waiting("app")),
-    );
-    assert!(is_unknown(&got.init_container_statuses, "init-0"));
-    assert!(is_waiting(&got.container_statuses, "app"));
-
-    // two inits, both waiting: only the first
-    let got = terminate(
-        &init_pod(&["init-0", "init-1"]),
-        statuses(vec![waiting("init-0"), waiting("init-1")], waiting("app")),
-    );
-    assert!(is_unknown(&got.init_container_statuses, "init-0"));
-    assert!(is_waiting(&got.init_container_statuses, "init-1"));
-    assert!(is_waiting(&got.container_statuses, "app"));
-
-    // [W, W, Term(1), W]: up to the one that failed
-    let p = init_pod(&["init-0", "init-1", "init-2", "init-3"]);
-    let got = terminate(
-        &p,
-        statuses(
-            vec![
-                waiting("init-0"),
-                waiting("init-1"),
-                exited("init-2", 1),
-                waiting("init-3"),
-            ],
-            waiting("app"),
-        ),
-    );
-    assert!(is_unknown(&got.init_container_statuses, "init-0"));
-    assert!(is_unknown(&got.init_container_statuses, "init-1"));
-    assert_eq!(exit_of(&got.init_container_statuses, "init-2"), Some(1));
-    assert!(is_waiting(&got.init_container_statuses, "init-3"));
-    assert!(is_waiting(&got.container_statuses, "app"));
-
-    // [W, W, Term(0)]: the last init succeeded, so the pod initialized and the app container
-    // is unknown too
-    let p = init_pod(&["init-0", "init-1", "init-2"]);
-    let got = terminate(
-        &p,
-        statuses(
-            vec![waiting("init-0"), waiting("init-1"), exited("init-2", 0)],
-            waiting("app"),
-        ),
-    );
-    assert!(is_unknown(&got.init_container_statuses, "init-0"));
-    assert!(is_unknown(&got.init_container_statuses, "init-1"));
-    assert_eq!(exit_of(&got.init_container_statuses, "init-2"), Some(0));
-    assert!(is_unknown(&got.container_statuses, "app"));
-
-    // the last init waiting after a zero exit: initialized, everything unknown
-    let got = terminate(
-        &init_pod(&["init-0"]),
-        statuses(vec![waiting_last_zero("init-0")], waiting("app")),
-    );
-    assert!(is_unknown(&got.init_container_statuses, "init-0"));
-    assert!(is_unknown(&got.container_statuses, "app"));
-
-    // the app container running: initialized, both unknown
-    let got = terminate(
-        &init_pod(&["init-0"]),
-        statuses(vec![waiting("init-0")], running("app")),
-    );
-    assert!(is_unknown(&got.init_container_statuses, "init-0"));
-    assert!(is_unknown(&got.container_statuses, "app"));
-
-    // the app container exited 0: it keeps its exit, the init is unknown
-    let got = terminate(
-        &init_pod(&["init-0"]),
-        statuses(vec![waiting("init-0")], succeeded("app")),
-    );
-    assert!(is_unknown(&got.init_container_statuses, "init-0"));
-    assert_eq!(exit_of(&got.container_statuses, "app"), Some(0));
-
-    // the app container waiting with a previous termination: unknown, its last state kept
-    let got = terminate(
-        &init_pod(&["init-0"]),
-        statuses(vec![waiting("init-0")], waiting_last_zero("app")),
-    );
-    assert!(is_unknown(&got.container_statuses, "app"));
-    assert_eq!(
-        find(&got.container_statuses, "app").last_state,
-        Some(terminated_state(0))
-    );
+    // (case, init codes, app code, wanted init states, wanted app state)
+    #[rustfmt::skip]
+    let cases = [
+        ("one init, waiting: it is the one that tried; the app container never did", "W", "W", "U", "W"),
+        ("two inits, both waiting: only the first", "W W", "W", "U W", "W"),
+        ("[W, W, Term(1), W]: up to the one that failed", "W W X1 W", "W", "U U 1 W", "W"),
+        ("[W, W, Term(0)]: the last init succeeded, so the pod initialized and the app container \
+          is unknown too", "W W X0", "W", "U U 0", "U"),
+        ("the last init waiting after a zero exit: initialized, everything unknown", "Z", "W", "U", "U"),
+        ("the app container running: initialized, both unknown", "W", "R", "U", "U"),
+        ("the app container exited 0: it keeps its exit, the init is unknown", "W", "X0", "U", "0"),
+        ("the app container waiting with a previous termination: unknown", "W", "Z", "-", "U"),
+    ];
+    for (case, init_codes, app_code, want_inits, want_app) in cases {
+        let n = init_codes.split_whitespace().count();
+        let got = terminate(&init_pod(n), statuses(init_codes, app_code));
+        let names: Vec<String> = (0..n).map(|i| format!("init-{i}")).collect();
+        check(case, &got.init_container_statuses, &names, want_inits);
+        check(case, &got.container_statuses, &["app".into()], want_app);
+    }
+    // the app container waiting with a previous termination: its last state kept
+    let got = terminate(&init_pod(1), statuses("W", "Z"));
+    let app = find(&got.container_statuses, "app");
+    assert_eq!(app.last_state, Some(terminated_state(0)));
 }
 
 #[test]
 fn sm_26_initialized_containers_are_those_up_to_the_last_that_tried() {
-    assert_eq!(initialized_containers(&[]), 0);
-    assert_eq!(initialized_containers(&[waiting("a"), waiting("b")]), 1);
-    assert_eq!(
-        initialized_containers(&[waiting("a"), exited("b", 1), waiting("c")]),
-        2
-    );
-    assert_eq!(
-        initialized_containers(&[waiting("a"), waiting("b"), waiting_last_zero("c")]),
-        3
-    );
+    for (codes, want) in [("", 0), ("W W", 1), ("W X1 W", 2), ("W W Z", 3)] {
+        assert_eq!(initialized_containers(&inits(codes)), want, "[{codes}]");
+    }
 }
 
 #[test]
 fn sm_27_terminate_pod_makes_the_phase_terminal_except_for_static_pods() {
+    let mut static_pod = simple_pod(&["a"]);
+    let a = static_pod
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    a.insert("kubernetes.io/config.source".into(), "file".into());
     for (from, to) in [
         ("Pending", "Failed"),
         ("Running", "Failed"),
@@ -242,18 +209,12 @@ fn sm_27_terminate_pod_makes_the_phase_terminal_except_for_static_pods() {
         };
         let got = terminated_status(&simple_pod(&["a"]), &base, true);
         assert_eq!(got.phase.as_deref(), Some(to), "{from}");
-
-        let mut static_pod = simple_pod(&["a"]);
-        static_pod
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert("kubernetes.io/config.source".into(), "file".into());
         let got = terminated_status(&static_pod, &base, true);
+        let why = "(TODO #116484 upstream)";
         assert_eq!(
             got.phase.as_deref(),
             Some(from),
-            "a static pod keeps {from} (TODO #116484 upstream)"
+            "a static pod keeps {from} {why}"
         );
     }
 }
@@ -262,46 +223,24 @@ fn sm_27_terminate_pod_makes_the_phase_terminal_except_for_static_pods() {
 fn sm_28_has_pod_initialized() {
     let no_inits = simple_pod(&["app"]);
     assert!(has_pod_initialized(&no_inits, &PodStatus::default()));
-
-    let p = init_pod(&["init-0"]);
-    let with = |inits: Vec<ContainerStatus>, app: ContainerStatus| statuses(inits, app);
-    // a regular container that left Waiting, or has a previous termination
-    assert!(has_pod_initialized(
-        &p,
-        &with(vec![waiting("init-0")], running("app"))
-    ));
-    assert!(has_pod_initialized(
-        &p,
-        &with(vec![waiting("init-0")], waiting_last_zero("app"))
-    ));
-    // the last regular init exited 0, now or last time
-    assert!(has_pod_initialized(
-        &p,
-        &with(vec![exited("init-0", 0)], waiting("app"))
-    ));
-    assert!(has_pod_initialized(
-        &p,
-        &with(vec![waiting_last_zero("init-0")], waiting("app"))
-    ));
-    // otherwise not
-    assert!(!has_pod_initialized(
-        &p,
-        &with(vec![exited("init-0", 1)], waiting("app"))
-    ));
-    assert!(!has_pod_initialized(
-        &p,
-        &with(vec![running("init-0")], waiting("app"))
-    ));
+    let p = init_pod(1);
     assert!(!has_pod_initialized(&p, &PodStatus::default()));
-
-    // a sidecar last: running and started
-    let with_sidecar = pod("Always", vec![sidecar("side")], vec![container("app")]);
-    assert!(has_pod_initialized(
-        &with_sidecar,
-        &with(vec![started("side")], waiting("app"))
-    ));
-    assert!(!has_pod_initialized(
-        &with_sidecar,
-        &with(vec![running("side")], waiting("app"))
-    ));
+    // the last init a sidecar: running and started
+    let with_sidecar = pod("Always", vec![sidecar("init-0")], vec![container("app")]);
+    // (case, pod, init code, app code, initialized)
+    #[rustfmt::skip]
+    let cases = [
+        ("a regular container that left Waiting", &p, "W", "R", true),
+        ("a regular container with a previous termination", &p, "W", "Z", true),
+        ("the last regular init exited 0 now", &p, "X0", "W", true),
+        ("the last regular init exited 0 last time", &p, "Z", "W", true),
+        ("otherwise not: the init failed", &p, "X1", "W", false),
+        ("otherwise not: the init runs", &p, "R", "W", false),
+        ("a sidecar running and started", &with_sidecar, "S", "W", true),
+        ("a sidecar running, not started", &with_sidecar, "R", "W", false),
+    ];
+    for (case, pod, init, app, want) in cases {
+        let got = has_pod_initialized(pod, &statuses(init, app));
+        assert_eq!(got, want, "{case}");
+    }
 }
