@@ -312,18 +312,12 @@ mod tests {
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(v["lease_renew_interval_ms"], 5_000);
         assert_eq!(v["node_lease_duration_s"], 40);
-        let back: CoreConfig = serde_json::from_value(v).unwrap();
-        assert_eq!(back, c);
+        assert_eq!(serde_json::from_value::<CoreConfig>(v).unwrap(), c);
         let partial: CoreConfig =
             serde_json::from_str(r#"{"node_status_report_frequency_ms": 60000}"#).unwrap();
-        assert_eq!(
-            partial.node_lifecycle.node_status_report_frequency_ms,
-            60_000
-        );
-        assert_eq!(
-            partial.node_lifecycle.node_status_update_frequency_ms,
-            10_000
-        );
+        let l = &partial.node_lifecycle;
+        assert_eq!(l.node_status_report_frequency_ms, 60_000);
+        assert_eq!(l.node_status_update_frequency_ms, 10_000);
         assert_eq!(partial.max_pods, 110);
     }
 

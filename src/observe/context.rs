@@ -228,7 +228,8 @@ pub fn extract(headers: &tonic::codegen::http::HeaderMap) -> Option<TraceParent>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opentelemetry_sdk::trace::ShouldSample;
+    use opentelemetry::trace::SpanKind::Internal;
+    use opentelemetry_sdk::trace::{SamplingDecision, ShouldSample};
 
     #[test]
     fn span_ids_from_seqs_never_repeat_under_one_seed_and_differ_between_seeds() {
@@ -258,16 +259,8 @@ mod tests {
             let mut sampled = 0;
             for _ in 0..2000 {
                 let tid = ids.trace_id();
-                let r = sdk.should_sample(
-                    None,
-                    TraceId::from(tid),
-                    "x",
-                    &opentelemetry::trace::SpanKind::Internal,
-                    &[],
-                    &[],
-                );
-                let sdk_yes =
-                    r.decision == opentelemetry_sdk::trace::SamplingDecision::RecordAndSample;
+                let r = sdk.should_sample(None, TraceId::from(tid), "x", &Internal, &[], &[]);
+                let sdk_yes = r.decision == SamplingDecision::RecordAndSample;
                 assert_eq!(ours.sample_root(tid), sdk_yes, "rate {rate}");
                 sampled += usize::from(sdk_yes);
             }
@@ -295,12 +288,8 @@ mod tests {
     fn extract_reads_the_traceparent_header() {
         let mut h = tonic::codegen::http::HeaderMap::new();
         assert_eq!(extract(&h), None);
-        h.insert(
-            TRACEPARENT_HEADER,
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-                .parse()
-                .unwrap(),
-        );
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        h.insert(TRACEPARENT_HEADER, traceparent.parse().unwrap());
         assert_eq!(extract(&h).unwrap().span_id(), 0x00f067aa0ba902b7);
         h.insert(TRACEPARENT_HEADER, "garbage".parse().unwrap());
         assert_eq!(extract(&h), None);

@@ -156,22 +156,24 @@ mod tests {
         assert_eq!(rfc3339_nano(t), "2024-12-31T23:59:59.999999999Z");
     }
 
+    /// `split_records` of `input` at time `T`: the bytes used and the records as text.
+    fn split(input: &[u8], stream: &str) -> (usize, String) {
+        let mut out = Vec::new();
+        let used = split_records(input, "T", stream, &mut out);
+        (used, String::from_utf8(out).unwrap())
+    }
+
     #[test]
     fn complete_lines_become_full_records_and_the_rest_is_kept() {
-        let mut out = Vec::new();
-        let used = split_records(b"a\nbc\npartial", "T", "stdout", &mut out);
-        assert_eq!(used, 5);
-        assert_eq!(out, b"T stdout F a\nT stdout F bc\n");
+        let want = "T stdout F a\nT stdout F bc\n";
+        assert_eq!(split(b"a\nbc\npartial", "stdout"), (5, want.into()));
     }
 
     #[test]
     fn overlong_lines_are_split_into_partial_records() {
-        let mut line = vec![b'x'; MAX_LOG_LINE * 2 + 3];
-        line.push(b'\n');
-        let mut out = Vec::new();
-        let used = split_records(&line, "T", "stderr", &mut out);
+        let line = [vec![b'x'; MAX_LOG_LINE * 2 + 3], vec![b'\n']].concat();
+        let (used, text) = split(&line, "stderr");
         assert_eq!(used, line.len());
-        let text = String::from_utf8(out).unwrap();
         let tags: Vec<&str> = text.lines().map(|l| l.split(' ').nth(2).unwrap()).collect();
         assert_eq!(tags, ["P", "P", "F"]);
         assert!(text.lines().last().unwrap().ends_with(" F xxx"));
@@ -179,10 +181,8 @@ mod tests {
 
     #[test]
     fn a_line_of_exactly_the_limit_is_one_full_record() {
-        let mut line = vec![b'y'; MAX_LOG_LINE];
-        line.push(b'\n');
-        let mut out = Vec::new();
-        assert_eq!(split_records(&line, "T", "stdout", &mut out), line.len());
-        assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
+        let line = [vec![b'y'; MAX_LOG_LINE], vec![b'\n']].concat();
+        let (used, text) = split(&line, "stdout");
+        assert_eq!((used, text.lines().count()), (line.len(), 1));
     }
 }

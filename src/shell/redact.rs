@@ -252,10 +252,7 @@ mod tests {
         assert!(!text.contains("hunter2-token"), "{text}");
         assert!(text.contains("/bin/[redacted]"), "{text}");
         // the rest of the event is intact
-        let Event::RuntimeActionFinished(f) = after else {
-            panic!()
-        };
-        assert_eq!(f.sync_id, 3);
+        assert!(matches!(after, Event::RuntimeActionFinished(f) if f.sync_id == 3));
     }
 
     #[test]

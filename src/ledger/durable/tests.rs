@@ -1,4 +1,4 @@
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,19 +66,24 @@ fn replay_seqs(dir: &Path) -> (Option<u64>, Vec<u64>) {
     (snap, seqs)
 }
 
+/// Writes `n` records into a fresh directory with `segment`-byte segments.
+fn written(segment: u64, n: u64) -> (tempfile::TempDir, DurableConfig) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), segment, 1 << 30);
+    let mut ledger: Ledger<u64> = Ledger::new(big_ledger(), 0);
+    let w = DurableWriter::<u64>::start(cfg.clone(), None).unwrap();
+    append(&mut ledger, &w, n);
+    assert!(w.flush(Duration::from_secs(10)));
+    (dir, cfg)
+}
+
 fn dir_bytes(dir: &Path) -> u64 {
     list_segments(dir).unwrap().iter().map(|s| s.2).sum()
 }
 
 #[test]
 fn segments_rotate_at_a_snapshot_and_the_directory_replays_densely() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), 8 * 1024, 1 << 30);
-    let mut ledger: Ledger<u64> = Ledger::new(big_ledger(), 0);
-    let w = DurableWriter::<u64>::start(cfg, None).unwrap();
-    append(&mut ledger, &w, 2_000);
-    assert!(w.flush(Duration::from_secs(10)));
-    drop(w);
+    let (dir, _) = written(8 * 1024, 2_000);
     let segs = list_segments(dir.path()).unwrap();
     assert!(segs.len() > 5, "{segs:?}");
     assert_eq!(segs[0].0, 1, "the first segment starts at seq 1");
@@ -87,17 +92,13 @@ fn segments_rotate_at_a_snapshot_and_the_directory_replays_densely() {
     assert_eq!(seqs, (1..=2_000).collect::<Vec<_>>());
     // every later segment starts with the snapshot of the state before it
     for (first, path, _) in &segs[1..] {
-        let mut line = String::new();
-        std::io::BufReader::new(std::fs::File::open(path).unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        match crate::ledger::codec::decode_line::<u64>(line.trim_end(), 1).unwrap() {
-            Line::Snapshot(s) => {
-                assert_eq!(s.seq + 1, *first);
-                assert_eq!(s.state, s.seq, "the state folded up to the snapshot");
-            }
-            Line::Record(_) => panic!("{} does not start with a snapshot", path.display()),
-        }
+        let text = std::fs::read_to_string(path).unwrap();
+        let first_line = text.lines().next().unwrap();
+        let Ok(Line::Snapshot(s)) = crate::ledger::codec::decode_line::<u64>(first_line, 1) else {
+            panic!("{} does not start with a snapshot", path.display())
+        };
+        assert_eq!(s.seq + 1, *first);
+        assert_eq!(s.state, s.seq, "the state folded up to the snapshot");
     }
     // start-up loads the newest snapshot and the tail after it
     let loaded = load::<u64>(dir.path()).unwrap();
@@ -125,10 +126,8 @@ fn the_directory_stays_within_its_byte_budget_and_still_replays() {
     // rotation happens at the first snapshot after the writer saw a segment full, so the
     // newest segment may exceed its size by what was queued meanwhile (here < 50 records)
     assert!(peak <= budget + 50 * 256, "peak {peak}");
-    assert!(
-        list_segments(dir.path()).unwrap()[0].0 > 1,
-        "old segments were deleted"
-    );
+    let oldest = list_segments(dir.path()).unwrap()[0].0;
+    assert!(oldest > 1, "old segments were deleted");
     let (snap, seqs) = replay_seqs(dir.path());
     let snap = snap.expect("the oldest kept segment starts with a snapshot");
     assert_eq!(seqs.first(), Some(&(snap + 1)));
@@ -138,19 +137,13 @@ fn the_directory_stays_within_its_byte_budget_and_still_replays() {
 
 #[test]
 fn a_torn_last_record_is_reported_cut_off_and_appending_continues_after_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), 1 << 20, 1 << 30);
-    let mut ledger: Ledger<u64> = Ledger::new(big_ledger(), 0);
-    let w = DurableWriter::<u64>::start(cfg.clone(), None).unwrap();
-    append(&mut ledger, &w, 10);
-    drop(w);
+    let (dir, cfg) = written(1 << 20, 10);
     let (_, path, len) = list_segments(dir.path()).unwrap().pop().unwrap();
-    std::fs::OpenOptions::new()
+    let mut segment = std::fs::OpenOptions::new()
         .append(true)
         .open(&path)
-        .unwrap()
-        .write_all(b"{\"seq\":11,\"at\":\"2026-")
         .unwrap();
+    segment.write_all(b"{\"seq\":11,\"at\":\"2026-").unwrap();
     let loaded = load::<u64>(dir.path()).unwrap();
     assert_eq!(loaded.last_seq(), 10);
     assert_eq!(loaded.torn.len(), 1);
@@ -160,11 +153,8 @@ fn a_torn_last_record_is_reported_cut_off_and_appending_continues_after_it() {
     assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "truncated");
     // the writer continues the same segment after the last good record
     let w = DurableWriter::<u64>::start(cfg, loaded.current.clone()).unwrap();
-    let mut ledger: Ledger<u64> = Ledger::resume(
-        big_ledger(),
-        None,
-        loaded.records.into_iter().map(Arc::new).collect(),
-    );
+    let records = loaded.records.into_iter().map(Arc::new).collect();
+    let mut ledger: Ledger<u64> = Ledger::resume(big_ledger(), None, records);
     append(&mut ledger, &w, 5);
     drop(w);
     assert_eq!(replay_seqs(dir.path()).1, (1..=15).collect::<Vec<_>>());
@@ -172,12 +162,7 @@ fn a_torn_last_record_is_reported_cut_off_and_appending_continues_after_it() {
 
 #[test]
 fn a_garbled_record_in_the_middle_cuts_the_tail_there() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), 1 << 20, 1 << 30);
-    let mut ledger: Ledger<u64> = Ledger::new(big_ledger(), 0);
-    let w = DurableWriter::<u64>::start(cfg, None).unwrap();
-    append(&mut ledger, &w, 10);
-    drop(w);
+    let (dir, _) = written(1 << 20, 10);
     let (_, path, _) = list_segments(dir.path()).unwrap().pop().unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
@@ -190,12 +175,7 @@ fn a_garbled_record_in_the_middle_cuts_the_tail_there() {
 
 #[test]
 fn a_newest_segment_without_a_readable_start_is_set_aside_and_the_previous_one_resumes() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), 4 * 1024, 1 << 30);
-    let mut ledger: Ledger<u64> = Ledger::new(big_ledger(), 0);
-    let w = DurableWriter::<u64>::start(cfg, None).unwrap();
-    append(&mut ledger, &w, 200);
-    drop(w);
+    let (dir, _) = written(4 * 1024, 200);
     let segs = list_segments(dir.path()).unwrap();
     let next = segment_name(201);
     // a crash right after a rotation created the file: half a snapshot line
@@ -203,10 +183,8 @@ fn a_newest_segment_without_a_readable_start_is_set_aside_and_the_previous_one_r
     let loaded = load::<u64>(dir.path()).unwrap();
     assert_eq!(loaded.last_seq(), 200);
     assert_eq!(loaded.current.as_ref().unwrap().0, segs.last().unwrap().1);
-    assert!(loaded.torn[0]
-        .segment
-        .to_string_lossy()
-        .ends_with(".unusable"));
+    let set_aside = loaded.torn[0].segment.to_string_lossy();
+    assert!(set_aside.ends_with(".unusable"), "{set_aside}");
     assert!(!dir.path().join(&next).exists());
 }
 
@@ -225,20 +203,17 @@ fn settings_that_cannot_work_are_rejected_by_flag_name() {
     let mut c = DurableConfig::new(dir.path());
     assert!(c.validate().is_ok());
     c.dir_max_bytes = c.segment_max_bytes;
-    assert!(c.validate().unwrap_err().contains("--ledger-dir-max-bytes"));
+    let e = c.validate().unwrap_err();
+    assert!(e.contains("--ledger-dir-max-bytes"), "{e}");
     c = DurableConfig::new(dir.path());
     c.fsync_period_ms = 0;
-    assert!(c
-        .validate()
-        .unwrap_err()
-        .contains("--ledger-fsync-period-ms"));
+    let e = c.validate().unwrap_err();
+    assert!(e.contains("--ledger-fsync-period-ms"), "{e}");
 }
 
 #[test]
 fn defaults_are_pinned() {
     let c = DurableConfig::new("/x");
-    assert_eq!(c.fsync_period_ms, 100);
-    assert_eq!(c.segment_max_bytes, 64 * 1024 * 1024);
-    assert_eq!(c.dir_max_bytes, 1024 * 1024 * 1024);
-    assert_eq!(c.queue_records, 65_536);
+    assert_eq!((c.fsync_period_ms, c.queue_records), (100, 65_536));
+    assert_eq!((c.segment_max_bytes, c.dir_max_bytes), (64 << 20, 1 << 30));
 }

@@ -17,61 +17,39 @@ fn config(root: &Path) -> MachineConfig {
 fn the_node_of_this_host_has_capacity_labels_and_node_info() {
     let dir = tempfile::tempdir().unwrap();
     // a root dir that does not exist yet is measured by its nearest ancestor
-    let cfg = config(&dir.path().join("not/yet"));
-    let node = observe(&cfg).node;
+    let node = observe(&config(&dir.path().join("not/yet"))).node;
     assert_eq!(node.metadata.name.as_deref(), Some("node-a"));
     let labels = node.metadata.labels.as_ref().unwrap();
     assert_eq!(labels["kubernetes.io/hostname"], "node-a");
     assert_eq!(labels["kubernetes.io/os"], "linux");
-    assert_eq!(
-        labels["kubernetes.io/arch"],
-        go_arch(std::env::consts::ARCH)
-    );
-    assert_eq!(
-        labels["beta.kubernetes.io/arch"],
-        labels["kubernetes.io/arch"]
-    );
+    let arch = go_arch(std::env::consts::ARCH);
+    assert_eq!(labels["kubernetes.io/arch"], arch);
+    assert_eq!(labels["beta.kubernetes.io/arch"], arch);
 
     let status = node.status.as_ref().unwrap();
     let cap = status.capacity.as_ref().unwrap();
     for r in ["cpu", "memory", "pods", "ephemeral-storage"] {
-        assert!(
-            cap.get(r).is_some_and(|q| !q.0.is_empty() && q.0 != "0"),
-            "{r}: {cap:?}"
-        );
+        let q = cap.get(r).map(|q| q.0.as_str());
+        assert!(q.is_some_and(|q| !q.is_empty() && q != "0"), "{r}: {cap:?}");
     }
     assert_eq!(cap["pods"].0, "110");
     assert!(cap["cpu"].0.parse::<u64>().unwrap() >= 1);
     assert!(cap["memory"].0.ends_with('i'), "{}", cap["memory"].0);
-    assert_eq!(
-        status.allocatable.as_ref(),
-        Some(cap),
-        "no reservations yet"
-    );
+    let allocatable = status.allocatable.as_ref();
+    assert_eq!(allocatable, Some(cap), "no reservations yet");
 
-    let addresses: Vec<(&str, &str)> = status
-        .addresses
-        .iter()
-        .flatten()
-        .map(|a| (a.type_.as_str(), a.address.as_str()))
-        .collect();
-    assert_eq!(
-        addresses,
-        [("InternalIP", "10.0.0.7"), ("Hostname", "node-a")]
-    );
+    let addresses = status.addresses.iter().flatten();
+    let addresses: Vec<(&str, &str)> = addresses.map(|a| (&*a.type_, &*a.address)).collect();
+    let want = [("InternalIP", "10.0.0.7"), ("Hostname", "node-a")];
+    assert_eq!(addresses, want);
     let info = status.node_info.as_ref().unwrap();
     assert_eq!(info.operating_system, "linux");
     assert_eq!(info.container_runtime_version, "ledgerlet-embedded://0.1.0");
     assert!(info.kubelet_version.starts_with("v1.31.0+ledgerlet."));
     assert!(!info.kernel_version.is_empty(), "uname works everywhere");
     assert!(!info.boot_id.is_empty());
-    let port = status
-        .daemon_endpoints
-        .as_ref()
-        .unwrap()
-        .kubelet_endpoint
-        .as_ref();
-    assert_eq!(port.map(|e| e.port), Some(10255));
+    let ep = status.daemon_endpoints.as_ref().unwrap();
+    assert_eq!(ep.kubelet_endpoint.as_ref().map(|e| e.port), Some(10255));
     assert!(status.conditions.is_none(), "conditions are the core's");
 }
 
@@ -101,20 +79,14 @@ fn meminfo_total_is_read_in_kib() {
 fn os_release_pretty_name_is_unquoted() {
     let text =
         "NAME=\"Ubuntu\"\nVERSION_ID=\"24.04\"\nPRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nID=ubuntu\n";
-    assert_eq!(
-        parse_os_release_pretty_name(text).as_deref(),
-        Some("Ubuntu 24.04.1 LTS")
-    );
-    assert_eq!(
-        parse_os_release_pretty_name("PRETTY_NAME='Debian GNU/Linux 12 (bookworm)'").as_deref(),
-        Some("Debian GNU/Linux 12 (bookworm)")
-    );
-    assert_eq!(
-        parse_os_release_pretty_name("PRETTY_NAME=Alpine\\ Linux").as_deref(),
-        Some("Alpine Linux")
-    );
-    assert_eq!(parse_os_release_pretty_name("NAME=Fedora\n"), None);
-    assert_eq!(parse_os_release_pretty_name("PRETTY_NAME=\"\"\n"), None);
+    let pretty = parse_os_release_pretty_name;
+    assert_eq!(pretty(text).as_deref(), Some("Ubuntu 24.04.1 LTS"));
+    let debian = pretty("PRETTY_NAME='Debian GNU/Linux 12 (bookworm)'");
+    assert_eq!(debian.as_deref(), Some("Debian GNU/Linux 12 (bookworm)"));
+    let alpine = pretty("PRETTY_NAME=Alpine\\ Linux");
+    assert_eq!(alpine.as_deref(), Some("Alpine Linux"));
+    assert_eq!(pretty("NAME=Fedora\n"), None);
+    assert_eq!(pretty("PRETTY_NAME=\"\"\n"), None);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use super::health::health_check_response::ServingStatus;
 use super::health::health_server::{Health, HealthServer};
 use super::health::{HealthCheckRequest, HealthCheckResponse};
 use super::{grpc, http_result, tcp};
-use crate::core::probes::RunResult;
+use crate::core::probes::RunResult::{self, *};
 use crate::shell::http_get::{self, Scheme, Target};
 
 type Seen = Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>;
@@ -34,33 +34,26 @@ async fn respond<S: AsyncRead + AsyncWrite + Unpin>(stream: S, seen: Seen) {
         }
     }
     seen.lock().unwrap().push((path.clone(), headers));
-    let (status, location, body) = match path.as_str() {
-        "/ok" => ("200 OK", None, "fine"),
-        "/fail" => ("500 Internal Server Error", None, "secret body"),
-        "/same" => ("302 Found", Some("/ok".to_string()), ""),
+    let (status, extra_headers, body) = match path.as_str() {
+        "/ok" => ("200 OK", "", "fine"),
+        "/fail" => ("500 Internal Server Error", "", "secret body"),
+        "/same" => ("302 Found", "Location: /ok\r\n", ""),
         "/away" => (
             "302 Found",
-            Some("http://example.invalid/x".into()),
+            "Location: http://example.invalid/x\r\n",
             "moved",
         ),
-        "/loop" => ("302 Found", Some("/loop".into()), ""),
-        "/rel/a" => ("301 Moved Permanently", Some("b".into()), ""),
-        "/rel/b" => ("200 OK", None, "relative"),
+        "/loop" => ("302 Found", "Location: /loop\r\n", ""),
+        "/rel/a" => ("301 Moved Permanently", "Location: b\r\n", ""),
+        "/rel/b" => ("200 OK", "", "relative"),
         "/slow" => {
             tokio::time::sleep(Duration::from_secs(5)).await;
-            ("200 OK", None, "late")
+            ("200 OK", "", "late")
         }
-        _ => ("404 Not Found", None, ""),
+        _ => ("404 Not Found", "", ""),
     };
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    if let Some(l) = location {
-        out.push_str(&format!("Location: {l}\r\n"));
-    }
-    out.push_str("\r\n");
-    out.push_str(body);
+    let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\n", body.len());
+    let out = format!("{head}Connection: close\r\n{extra_headers}\r\n{body}");
     let mut stream = reader.into_inner();
     let _ = stream.write_all(out.as_bytes()).await;
     let _ = stream.shutdown().await;
@@ -68,14 +61,12 @@ async fn respond<S: AsyncRead + AsyncWrite + Unpin>(stream: S, seen: Seen) {
 
 /// An HTTP (or, with `tls`, HTTPS) server on a free loopback port.
 async fn server(tls: Option<tokio_rustls::TlsAcceptor>) -> (u16, Seen) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (listener, port) = listen().await;
     let seen: Seen = Arc::default();
     let s = seen.clone();
     tokio::spawn(async move {
         while let Ok((conn, _)) = listener.accept().await {
-            let s = s.clone();
-            let tls = tls.clone();
+            let (s, tls) = (s.clone(), tls.clone());
             tokio::spawn(async move {
                 match tls {
                     Some(acceptor) => {
@@ -104,117 +95,97 @@ fn target(scheme: Scheme, port: u16, path: &str) -> Target {
 async fn probe_http(t: &Target, timeout_ms: u64) -> (RunResult, String) {
     match http_get::get(t, Duration::from_millis(timeout_ms), "kube-probe/1.31").await {
         Ok(r) => http_result(&r),
-        Err(e) => (RunResult::Failure, e),
+        Err(e) => (Failure, e),
     }
+}
+
+/// A listener on a free loopback port (once dropped, a port nothing listens on).
+async fn listen() -> (TcpListener, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+/// Checks a probe result; `want` is the whole message, or with a leading `*` its end, with a
+/// trailing `*` its start, with both something it contains.
+fn check(label: &str, (r, msg): (RunResult, String), want_r: RunResult, want: &str) {
+    assert_eq!(r, want_r, "{label}: {msg}");
+    let ok = match (want.strip_prefix('*'), want.strip_suffix('*')) {
+        (Some(_), Some(_)) => msg.contains(want.trim_matches('*')),
+        (Some(end), None) => msg.ends_with(end),
+        (None, Some(start)) => msg.starts_with(start),
+        (None, None) => msg == want,
+    };
+    assert!(ok, "{label}: {msg:?} does not match {want:?}");
 }
 
 #[tokio::test]
 async fn pr_17_http_status_codes_redirects_and_headers() {
     let (port, seen) = server(None).await;
     let t = |p: &str| target(Scheme::Http, port, p);
-    assert_eq!(
-        probe_http(&t("/ok"), 1000).await,
-        (RunResult::Success, "fine".into())
-    );
-    assert_eq!(
-        probe_http(&t("/fail"), 1000).await,
-        (
-            RunResult::Failure,
-            "HTTP probe failed with statuscode: 500".into()
-        ),
-        "the body is not in the message"
-    );
-    // same-host redirects are followed, relative ones too
-    assert_eq!(probe_http(&t("/same"), 1000).await.0, RunResult::Success);
-    assert_eq!(
-        probe_http(&t("/rel/a"), 1000).await,
-        (RunResult::Success, "relative".into())
-    );
-    // a redirect to another host is not followed: a warning, which counts as a success
-    assert_eq!(
-        probe_http(&t("/away"), 1000).await,
-        (
-            RunResult::Warning,
-            "Probe terminated redirects, Response body: moved".into()
-        )
-    );
+    let status_500 = "HTTP probe failed with statuscode: 500";
+    let moved = "Probe terminated redirects, Response body: moved";
+    for (label, path, want_r, want) in [
+        ("200", "/ok", Success, "fine"),
+        ("no body in the message", "/fail", Failure, status_500),
+        ("same-host redirects are followed", "/same", Success, "*"),
+        ("relative ones too", "/rel/a", Success, "relative"),
+        // a redirect to another host is not followed: a warning, which counts as a success
+        ("other host", "/away", Warning, moved),
+    ] {
+        check(label, probe_http(&t(path), 1000).await, want_r, want);
+    }
     // at most ten requests
     seen.lock().unwrap().clear();
-    let (r, msg) = probe_http(&t("/loop"), 2000).await;
-    assert_eq!(r, RunResult::Failure);
-    assert!(msg.ends_with("stopped after 10 redirects"), "{msg}");
+    let got = probe_http(&t("/loop"), 2000).await;
+    check("loop", got, Failure, "*stopped after 10 redirects");
     assert_eq!(seen.lock().unwrap().len(), 10);
     // the kubelet's headers, and the spec's
     seen.lock().unwrap().clear();
     let mut with_headers = t("/ok");
-    with_headers.headers = vec![
-        ("X-Custom".into(), "yes".into()),
-        ("Host".into(), "web.example".into()),
-    ];
+    let headers = [("X-Custom", "yes"), ("Host", "web.example")];
+    with_headers.headers = headers.map(|(k, v)| (k.into(), v.into())).to_vec();
     probe_http(&with_headers, 1000).await;
     let (_, h) = seen.lock().unwrap()[0].clone();
-    let get = |k: &str| h.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    assert_eq!(get("user-agent").as_deref(), Some("kube-probe/1.31"));
-    assert_eq!(get("accept").as_deref(), Some("*/*"));
-    assert_eq!(get("x-custom").as_deref(), Some("yes"));
-    assert_eq!(get("host").as_deref(), Some("web.example"));
-    assert_eq!(get("connection").as_deref(), Some("close"));
+    for (k, v) in [
+        ("user-agent", "kube-probe/1.31"),
+        ("accept", "*/*"),
+        ("x-custom", "yes"),
+        ("host", "web.example"),
+        ("connection", "close"),
+    ] {
+        let got = h.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(got, Some(v), "header {k}");
+    }
 }
 
 #[tokio::test]
 async fn pr_17_timeouts_and_refused_connections_are_failures() {
     let (port, _) = server(None).await;
-    let (r, msg) = probe_http(&target(Scheme::Http, port, "/slow"), 300).await;
-    assert_eq!(r, RunResult::Failure);
-    assert!(msg.contains("context deadline exceeded"), "{msg}");
-    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dead = closed.local_addr().unwrap().port();
-    drop(closed);
-    let (r, msg) = probe_http(&target(Scheme::Http, dead, "/ok"), 1000).await;
-    assert_eq!(r, RunResult::Failure);
-    assert!(msg.ends_with("connect: connection refused"), "{msg}");
+    let got = probe_http(&target(Scheme::Http, port, "/slow"), 300).await;
+    check("timeout", got, Failure, "*context deadline exceeded*");
+    let dead = listen().await.1;
+    let got = probe_http(&target(Scheme::Http, dead, "/ok"), 1000).await;
+    check("refused", got, Failure, "*connect: connection refused");
 }
 
 /// A self-signed certificate from the system's `openssl` (DER certificate, PKCS#8 key).
 fn self_signed(dir: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
-    let run = |args: &[&str]| {
+    for args in [
+        "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout key.pem \
+         -out cert.der -outform DER -subj /CN=localhost -days 1",
+        "pkcs8 -topk8 -nocrypt -in key.pem -outform DER -out key.der",
+    ] {
         let ok = std::process::Command::new("openssl")
-            .args(args)
+            .args(args.split_whitespace())
             .current_dir(dir)
             .output()
             .expect("openssl (installed by scripts/test.sh)");
-        assert!(
-            ok.status.success(),
-            "{}",
-            String::from_utf8_lossy(&ok.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "key.pem",
-        "-out",
-        "cert.der",
-        "-outform",
-        "DER",
-        "-subj",
-        "/CN=localhost",
-        "-days",
-        "1",
-    ]);
-    run(&[
-        "pkcs8", "-topk8", "-nocrypt", "-in", "key.pem", "-outform", "DER", "-out", "key.der",
-    ]);
-    (
-        std::fs::read(dir.join("cert.der")).unwrap(),
-        std::fs::read(dir.join("key.der")).unwrap(),
-    )
+        let stderr = String::from_utf8_lossy(&ok.stderr);
+        assert!(ok.status.success(), "{stderr}");
+    }
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    (read("cert.der"), read("key.der"))
 }
 
 #[tokio::test]
@@ -232,29 +203,21 @@ async fn pr_17_https_without_certificate_verification() {
         )
         .unwrap();
     let (port, seen) = server(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))).await;
-    assert_eq!(
-        probe_http(&target(Scheme::Https, port, "/ok"), 2000).await,
-        (RunResult::Success, "fine".into())
-    );
+    let got = probe_http(&target(Scheme::Https, port, "/ok"), 2000).await;
+    check("https", got, Success, "fine");
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
 
 #[tokio::test]
 async fn pr_18_tcp_connect_or_the_dial_error() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    assert_eq!(
-        tcp::probe("127.0.0.1", port, Duration::from_secs(1)).await,
-        (RunResult::Success, String::new())
-    );
+    let (listener, port) = listen().await;
+    let second = Duration::from_secs(1);
+    let got = tcp::probe("127.0.0.1", port, second).await;
+    check("open", got, Success, "");
     drop(listener);
-    assert_eq!(
-        tcp::probe("127.0.0.1", port, Duration::from_secs(1)).await,
-        (
-            RunResult::Failure,
-            format!("dial tcp 127.0.0.1:{port}: connect: connection refused")
-        )
-    );
+    let want = format!("dial tcp 127.0.0.1:{port}: connect: connection refused");
+    let got = tcp::probe("127.0.0.1", port, second).await;
+    check("closed", got, Failure, &want);
 }
 
 /// A health service answering `status` for every service, after `delay`.
@@ -270,20 +233,12 @@ impl Health for TestHealth {
         req: tonic::Request<HealthCheckRequest>,
     ) -> Result<tonic::Response<HealthCheckResponse>, tonic::Status> {
         tokio::time::sleep(self.delay).await;
-        let ua = req
-            .metadata()
-            .get("user-agent")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
+        let ua = req.metadata().get("user-agent");
+        let ua = ua.and_then(|v| v.to_str().ok()).unwrap_or("");
         assert!(ua.starts_with("kube-probe/1.31"), "{ua}");
-        match self.status {
-            Some(s) => Ok(tonic::Response::new(HealthCheckResponse {
-                status: s as i32,
-            })),
-            None => Err(tonic::Status::unimplemented(
-                "unknown service grpc.health.v1.Health",
-            )),
-        }
+        let unknown = || tonic::Status::unimplemented("unknown service grpc.health.v1.Health");
+        let status = self.status.ok_or_else(unknown)? as i32;
+        Ok(tonic::Response::new(HealthCheckResponse { status }))
     }
 
     type WatchStream = tokio_stream::Empty<Result<HealthCheckResponse, tonic::Status>>;
@@ -297,8 +252,7 @@ impl Health for TestHealth {
 }
 
 async fn grpc_server(status: Option<ServingStatus>, delay: Duration) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (listener, port) = listen().await;
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tokio::spawn(
         tonic::transport::Server::builder()
@@ -310,47 +264,26 @@ async fn grpc_server(status: Option<ServingStatus>, delay: Duration) -> u16 {
 
 #[tokio::test]
 async fn pr_19_grpc_health_check_results_and_messages() {
+    use ServingStatus::*;
     let second = Duration::from_secs(1);
-    let serving = grpc_server(Some(ServingStatus::Serving), Duration::ZERO).await;
-    assert_eq!(
-        grpc::probe("127.0.0.1", serving, "", second).await,
-        (RunResult::Success, "service healthy".into())
+    let unhealthy = "service unhealthy (responded with \"NOT_SERVING\")";
+    let unimplemented =
+        "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): *";
+    let slow = "timeout: health rpc did not complete within 1s";
+    for (label, status, delay_s, service, want_r, want) in [
+        ("serving", Some(Serving), 0, "", Success, "service healthy"),
+        ("not serving", Some(NotServing), 0, "db", Failure, unhealthy),
+        ("unimplemented", None, 0, "", Failure, unimplemented),
+        ("slow", Some(Serving), 3, "", Failure, slow),
+    ] {
+        let port = grpc_server(status, Duration::from_secs(delay_s)).await;
+        let got = grpc::probe("127.0.0.1", port, service, second).await;
+        check(label, got, want_r, want);
+    }
+    let dead = listen().await.1;
+    let refused = format!(
+        "timeout: failed to connect service \"127.0.0.1:{dead}\" within 1s: context deadline exceeded"
     );
-    let not_serving = grpc_server(Some(ServingStatus::NotServing), Duration::ZERO).await;
-    assert_eq!(
-        grpc::probe("127.0.0.1", not_serving, "db", second).await,
-        (
-            RunResult::Failure,
-            "service unhealthy (responded with \"NOT_SERVING\")".into()
-        )
-    );
-    let unimplemented = grpc_server(None, Duration::ZERO).await;
-    let (r, msg) = grpc::probe("127.0.0.1", unimplemented, "", second).await;
-    assert_eq!(r, RunResult::Failure);
-    assert!(
-        msg.starts_with(
-            "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): "
-        ),
-        "{msg}"
-    );
-    let slow = grpc_server(Some(ServingStatus::Serving), Duration::from_secs(3)).await;
-    assert_eq!(
-        grpc::probe("127.0.0.1", slow, "", second).await,
-        (
-            RunResult::Failure,
-            "timeout: health rpc did not complete within 1s".into()
-        )
-    );
-    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dead = closed.local_addr().unwrap().port();
-    drop(closed);
-    assert_eq!(
-        grpc::probe("127.0.0.1", dead, "", second).await,
-        (
-            RunResult::Failure,
-            format!(
-                "timeout: failed to connect service \"127.0.0.1:{dead}\" within 1s: context deadline exceeded"
-            )
-        )
-    );
+    let got = grpc::probe("127.0.0.1", dead, "", second).await;
+    check("refused", got, Failure, &refused);
 }

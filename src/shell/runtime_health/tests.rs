@@ -33,75 +33,58 @@ fn unavailable(message: &str) -> CriError {
 }
 
 fn all_ready() -> v1::StatusResponse {
-    status(vec![
-        cond("RuntimeReady", true, "", ""),
-        cond("NetworkReady", true, "", ""),
-    ])
+    status(vec![ready("RuntimeReady"), ready("NetworkReady")])
+}
+
+fn ready(t: &str) -> v1::RuntimeCondition {
+    cond(t, true, "", "")
+}
+
+fn health(runtime: bool, network: bool, pleg: bool, message: &str) -> RuntimeHealth {
+    let message = message.into();
+    RuntimeHealth {
+        runtime_ready: runtime,
+        network_ready: network,
+        pleg_healthy: pleg,
+        message,
+    }
 }
 
 #[test]
 fn conditions_become_upstream_error_texts() {
     let mut t = HealthTracker::new(30_000);
-    let s = status(vec![
-        cond("RuntimeReady", true, "", ""),
-        cond(
-            "NetworkReady",
-            false,
-            "NetworkPluginNotReady",
-            "cni plugin not initialized",
-        ),
-    ]);
-    let h = t
-        .observe(0, Some(Ok(&s)), Ok(()))
-        .expect("first probe is sent");
-    assert!(h.runtime_ready && h.pleg_healthy && !h.network_ready);
-    assert_eq!(
-        h.message,
-        "container runtime network not ready: NetworkReady=false \
-         reason:NetworkPluginNotReady message:cni plugin not initialized"
-    );
-    assert!(
-        t.observe(5_000, Some(Ok(&s)), Ok(())).is_none(),
-        "unchanged"
-    );
+    let (reason, message) = ("NetworkPluginNotReady", "cni plugin not initialized");
+    let net = cond("NetworkReady", false, reason, message);
+    let s = status(vec![ready("RuntimeReady"), net]);
+    let first = t.observe(0, Some(Ok(&s)), Ok(()));
+    let h = first.expect("first probe is sent");
+    let want = "container runtime network not ready: NetworkReady=false \
+                reason:NetworkPluginNotReady message:cni plugin not initialized";
+    assert_eq!(h, health(true, false, true, want));
+    let again = t.observe(5_000, Some(Ok(&s)), Ok(()));
+    assert!(again.is_none(), "unchanged");
 
     // no RuntimeReady at all, and the PLEG unhealthy: runtime errors first
-    let s = status(vec![cond("NetworkReady", true, "", "")]);
-    let h = t
-        .observe(
-            10_000,
-            Some(Ok(&s)),
-            Err("pleg has yet to be successful".into()),
-        )
-        .unwrap();
-    assert_eq!(
-        h.message,
-        "[PLEG is not healthy: pleg has yet to be successful, container runtime not ready: <nil>]"
-    );
+    let s = status(vec![ready("NetworkReady")]);
+    let pleg = Err("pleg has yet to be successful".into());
+    let h = t.observe(10_000, Some(Ok(&s)), pleg).unwrap();
+    let want =
+        "[PLEG is not healthy: pleg has yet to be successful, container runtime not ready: <nil>]";
+    assert_eq!(h.message, want);
     // the PLEG text alone changing is not a change
-    assert!(t
-        .observe(
-            15_000,
-            Some(Ok(&s)),
-            Err("pleg was last seen active 3m1s ago".into())
-        )
-        .is_none());
+    let pleg = Err("pleg was last seen active 3m1s ago".into());
+    assert!(t.observe(15_000, Some(Ok(&s)), pleg).is_none());
 }
 
 #[test]
 fn before_the_first_good_status_the_check_may_not_have_completed_yet() {
     let mut t = HealthTracker::new(30_000);
-    let h = t
-        .observe(0, Some(Err(&unavailable("connection refused"))), Ok(()))
-        .unwrap();
-    assert!(!h.runtime_ready && !h.network_ready && h.pleg_healthy);
-    assert_eq!(
-        h.message,
-        "[container runtime status check may not have completed yet, network state unknown]"
-    );
+    let refused = unavailable("connection refused");
+    let h = t.observe(0, Some(Err(&refused)), Ok(())).unwrap();
+    let want = "[container runtime status check may not have completed yet, network state unknown]";
+    assert_eq!(h, health(false, false, true, want));
     let h = t.observe(5_000, Some(Ok(&all_ready())), Ok(())).unwrap();
-    assert!(h.runtime_ready && h.network_ready && h.pleg_healthy);
-    assert_eq!(h.message, "");
+    assert_eq!(h, health(true, true, true, ""));
 }
 
 #[test]
@@ -110,44 +93,35 @@ fn failed_status_calls_make_the_runtime_down_only_after_30_s_without_a_good_one(
     assert!(t.observe(0, Some(Ok(&all_ready())), Ok(())).is_some());
     let refused = unavailable("connection refused");
     for now in [5_000, 10_000, 20_000, 29_999] {
-        assert!(
-            t.observe(now, Some(Err(&refused)), Ok(())).is_none(),
-            "still ready at {now} ms"
-        );
+        let h = t.observe(now, Some(Err(&refused)), Ok(()));
+        assert!(h.is_none(), "still ready at {now} ms");
     }
     // a call still pending counts the same: time alone makes it down
     let h = t.observe(30_000, None, Ok(())).expect("down at 30 s");
-    assert!(!h.runtime_ready && h.network_ready, "{h:?}");
-    assert_eq!(h.message, "container runtime is down");
+    assert_eq!(h, health(false, true, true, "container runtime is down"));
     assert!(t.observe(35_000, Some(Err(&refused)), Ok(())).is_none());
     let h = t.observe(40_000, Some(Ok(&all_ready())), Ok(())).unwrap();
-    assert!(h.runtime_ready);
-    assert_eq!(h.message, "");
+    assert_eq!(h, health(true, true, true, ""));
 }
 
 #[test]
 fn a_runtime_not_ready_for_30_s_is_also_down() {
     let mut t = HealthTracker::new(30_000);
     assert!(t.observe(0, Some(Ok(&all_ready())), Ok(())).is_some());
-    let not_ready = status(vec![
-        cond("RuntimeReady", false, "Starting", "booting"),
-        cond("NetworkReady", true, "", ""),
-    ]);
-    let h = t.observe(5_000, Some(Ok(&not_ready)), Ok(())).unwrap();
-    assert_eq!(
-        h.message,
-        "container runtime not ready: RuntimeReady=false reason:Starting message:booting"
-    );
-    let h = t.observe(30_000, Some(Ok(&not_ready)), Ok(())).unwrap();
-    assert_eq!(
-        h.message,
-        "[container runtime is down, container runtime not ready: RuntimeReady=false \
-         reason:Starting message:booting]"
-    );
+    let starting = cond("RuntimeReady", false, "Starting", "booting");
+    let not_ready = status(vec![starting, ready("NetworkReady")]);
+    let why = "container runtime not ready: RuntimeReady=false reason:Starting message:booting";
+    for (now, want) in [
+        (5_000, why.to_string()),
+        (30_000, format!("[container runtime is down, {why}]")),
+    ] {
+        let h = t.observe(now, Some(Ok(&not_ready)), Ok(())).unwrap();
+        assert_eq!(h.message, want, "at {now} ms");
+    }
 }
 
-async fn next(rx: &mut mpsc::Receiver<Input>, within: Duration) -> Option<RuntimeHealth> {
-    match tokio::time::timeout(within, rx.recv()).await {
+async fn next(rx: &mut mpsc::Receiver<Input>, within_ms: u64) -> Option<RuntimeHealth> {
+    match tokio::time::timeout(Duration::from_millis(within_ms), rx.recv()).await {
         Ok(Some(Input {
             event: Event::RuntimeHealth(h),
             ..
@@ -164,15 +138,11 @@ async fn probes_the_embedded_runtime_and_sends_only_changes() {
     opts.reap_orphans = false;
     let listen = format!("unix://{}", dir.path().join("cri.sock").display());
     let rt = EmbeddedRuntime::start(&listen, opts).await.unwrap();
-    let cri = CriClient::connect(
-        &rt.endpoint(),
-        CriClientOptions {
-            request_timeout_ms: 2_000,
-            ..CriClientOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let cri_opts = CriClientOptions {
+        request_timeout_ms: 2_000,
+        ..CriClientOptions::default()
+    };
+    let cri = CriClient::connect(&rt.endpoint(), cri_opts).await.unwrap();
     let pleg_error: Arc<Mutex<Option<String>>> = Arc::default();
     let pleg = {
         let e = pleg_error.clone();
@@ -182,45 +152,26 @@ async fn probes_the_embedded_runtime_and_sends_only_changes() {
     let (stop, shutdown) = watch::channel(false);
     let task = tokio::spawn(run(cri, 20, 200, pleg, report, shutdown));
 
-    let first = next(&mut rx, Duration::from_secs(5)).await.expect("start");
-    assert_eq!(
-        first,
-        RuntimeHealth {
-            runtime_ready: true,
-            network_ready: true,
-            pleg_healthy: true,
-            message: String::new(),
-        }
-    );
-    assert!(
-        next(&mut rx, Duration::from_millis(200)).await.is_none(),
-        "about ten probes, no change, nothing sent"
-    );
+    let first = next(&mut rx, 5_000).await.expect("start");
+    assert_eq!(first, health(true, true, true, ""));
+    let quiet = next(&mut rx, 200).await;
+    assert!(quiet.is_none(), "about ten probes, no change, nothing sent");
 
     *pleg_error.lock().unwrap() = Some("pleg was last seen active 3m0s ago".into());
-    let h = next(&mut rx, Duration::from_secs(5)).await.expect("pleg");
-    assert!(!h.pleg_healthy && h.runtime_ready);
-    assert_eq!(
-        h.message,
-        "PLEG is not healthy: pleg was last seen active 3m0s ago"
-    );
+    let h = next(&mut rx, 5_000).await.expect("pleg");
+    let want = "PLEG is not healthy: pleg was last seen active 3m0s ago";
+    assert!(!h.pleg_healthy && h.runtime_ready, "{h:?}");
+    assert_eq!(h.message, want);
     *pleg_error.lock().unwrap() = None;
-    let h = next(&mut rx, Duration::from_secs(5))
-        .await
-        .expect("pleg back");
+    let h = next(&mut rx, 5_000).await.expect("pleg back");
     assert!(h.pleg_healthy);
 
     rt.shutdown().await.unwrap();
-    let h = next(&mut rx, Duration::from_secs(10))
-        .await
-        .expect("down after 200 ms");
-    assert!(!h.runtime_ready, "{h:?}");
-    assert_eq!(h.message, "container runtime is down");
-    assert!(h.network_ready, "the last known network state stays");
+    let h = next(&mut rx, 10_000).await.expect("down after 200 ms");
+    let down = health(false, true, true, "container runtime is down");
+    assert_eq!(h, down, "the last known network state stays");
 
     stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .expect("stops on shutdown")
-        .unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(5), task).await;
+    stopped.expect("stops on shutdown").unwrap();
 }

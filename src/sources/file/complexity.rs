@@ -127,45 +127,34 @@ mod tests {
         format!("spec: {}{}\n", open.repeat(depth), close.repeat(depth))
     }
 
+    /// `check` with the production limits.
+    fn limits(text: &str) -> Result<(), Exceeded> {
+        check(text.as_bytes(), MAX_NESTING_DEPTH, MAX_EVENTS)
+    }
+
     #[test]
     fn a_pod_and_its_json_form_are_within_the_limits() {
         let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: {x: y}}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    command: [sh, -c, 'echo [[[[ not nesting']\n";
-        assert_eq!(
-            check(yaml.as_bytes(), MAX_NESTING_DEPTH, MAX_EVENTS),
-            Ok(())
-        );
+        assert_eq!(limits(yaml), Ok(()));
         let json = r#"{"apiVersion":"v1","kind":"Pod","spec":{"containers":[{"name":"c","args":["[[[["]}]}}"#;
-        assert_eq!(
-            check(json.as_bytes(), MAX_NESTING_DEPTH, MAX_EVENTS),
-            Ok(())
-        );
+        assert_eq!(limits(json), Ok(()));
     }
 
     #[test]
     fn nesting_at_the_limit_passes_and_one_level_more_is_refused() {
         // the top-level mapping is one level
-        let at = nested("[", "]", MAX_NESTING_DEPTH - 1);
-        assert_eq!(check(at.as_bytes(), MAX_NESTING_DEPTH, MAX_EVENTS), Ok(()));
+        assert_eq!(limits(&nested("[", "]", MAX_NESTING_DEPTH - 1)), Ok(()));
         let over = nested("{a: ", "}", MAX_NESTING_DEPTH);
-        assert_eq!(
-            check(over.as_bytes(), MAX_NESTING_DEPTH, MAX_EVENTS),
-            Err(Exceeded::Depth(MAX_NESTING_DEPTH))
-        );
+        assert_eq!(limits(&over), Err(Exceeded::Depth(MAX_NESTING_DEPTH)));
     }
 
     #[test]
     fn a_hundred_thousand_nested_brackets_are_refused_after_reading_the_first_few() {
         // ten megabytes of nesting: refused at level 65, whatever follows
         let deep = nested("[", "]", 5_000_000);
-        assert_eq!(
-            check(deep.as_bytes(), MAX_NESTING_DEPTH, MAX_EVENTS),
-            Err(Exceeded::Depth(MAX_NESTING_DEPTH))
-        );
+        assert_eq!(limits(&deep), Err(Exceeded::Depth(MAX_NESTING_DEPTH)));
         let deep_block: String = (0..200).map(|i| format!("{}- \n", " ".repeat(i))).collect();
-        assert_eq!(
-            check(deep_block.as_bytes(), MAX_NESTING_DEPTH, MAX_EVENTS),
-            Err(Exceeded::Depth(MAX_NESTING_DEPTH))
-        );
+        assert_eq!(limits(&deep_block), Err(Exceeded::Depth(MAX_NESTING_DEPTH)));
     }
 
     #[test]

@@ -95,39 +95,29 @@ pub fn pod_events(
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use ContainerState::*;
+    use PlegEventKind::*;
 
     fn pod(containers: &[(&str, ContainerState)]) -> ListedPod {
+        let containers = containers.iter().map(|(id, s)| (id.to_string(), *s));
         ListedPod {
             sandboxes: BTreeMap::new(),
-            containers: containers
-                .iter()
-                .map(|(id, s)| (id.to_string(), *s))
-                .collect(),
+            containers: containers.collect(),
         }
     }
 
-    fn kinds(v: Vec<(String, PlegEventKind)>) -> Vec<(String, PlegEventKind)> {
-        v
+    fn evs(events: &[(&str, PlegEventKind)]) -> Vec<(String, PlegEventKind)> {
+        events.iter().map(|(id, k)| (id.to_string(), *k)).collect()
     }
-
-    use ContainerState::*;
-    use PlegEventKind::*;
 
     #[test]
     fn pl_01_first_relist_reports_started_and_died_and_hides_unknown() {
         let p1234 = pod(&[("c1", Exited), ("c2", Running), ("c3", Unknown)]);
-        assert_eq!(
-            kinds(pod_events(None, Some(&p1234))),
-            vec![
-                ("c1".into(), ContainerDied),
-                ("c2".into(), ContainerStarted)
-            ]
-        );
+        let want = evs(&[("c1", ContainerDied), ("c2", ContainerStarted)]);
+        assert_eq!(pod_events(None, Some(&p1234)), want);
         let p4567 = pod(&[("c1", Exited)]);
-        assert_eq!(
-            pod_events(None, Some(&p4567)),
-            vec![("c1".into(), ContainerDied)]
-        );
+        let want = evs(&[("c1", ContainerDied)]);
+        assert_eq!(pod_events(None, Some(&p4567)), want);
     }
 
     #[test]
@@ -140,38 +130,29 @@ mod tests {
     fn pl_03_third_relist_changes() {
         let old = pod(&[("c1", Exited), ("c2", Running), ("c3", Unknown)]);
         let new = pod(&[("c2", Exited), ("c3", Running), ("c4", Running)]);
-        assert_eq!(
-            pod_events(Some(&old), Some(&new)),
-            vec![
-                ("c1".into(), ContainerRemoved),
-                ("c2".into(), ContainerDied),
-                ("c3".into(), ContainerStarted),
-                ("c4".into(), ContainerStarted),
-            ]
-        );
+        let want = evs(&[
+            ("c1", ContainerRemoved),
+            ("c2", ContainerDied),
+            ("c3", ContainerStarted),
+            ("c4", ContainerStarted),
+        ]);
+        assert_eq!(pod_events(Some(&old), Some(&new)), want);
         let old4567 = pod(&[("c1", Exited)]);
-        assert_eq!(
-            pod_events(Some(&old4567), None),
-            vec![("c1".into(), ContainerRemoved)]
-        );
+        let want = evs(&[("c1", ContainerRemoved)]);
+        assert_eq!(pod_events(Some(&old4567), None), want);
     }
 
     #[test]
     fn pl_04_a_running_container_that_vanishes_died_and_was_removed() {
-        let old = pod(&[("c1", Running), ("c2", Exited)]);
-        assert_eq!(
-            pod_events(Some(&old), Some(&pod(&[]))),
-            vec![
-                ("c1".into(), ContainerDied),
-                ("c1".into(), ContainerRemoved),
-                ("c2".into(), ContainerRemoved),
-            ]
-        );
+        let (old, gone) = (pod(&[("c1", Running), ("c2", Exited)]), pod(&[]));
+        let want = evs(&[
+            ("c1", ContainerDied),
+            ("c1", ContainerRemoved),
+            ("c2", ContainerRemoved),
+        ]);
+        assert_eq!(pod_events(Some(&old), Some(&gone)), want);
         // the whole pod disappearing gives the same
-        assert_eq!(
-            pod_events(Some(&old), None),
-            pod_events(Some(&old), Some(&pod(&[])))
-        );
+        assert_eq!(pod_events(Some(&old), None), want);
     }
 
     #[test]
@@ -179,22 +160,15 @@ mod tests {
         let mut old = ListedPod::default();
         old.sandboxes.insert("sb1".into(), true);
         let mut new = ListedPod::default();
-        new.sandboxes.insert("sb1".into(), false);
-        new.sandboxes.insert("sb2".into(), true);
-        assert_eq!(
-            pod_events(Some(&old), Some(&new)),
-            vec![
-                ("sb1".into(), ContainerDied),
-                ("sb2".into(), ContainerStarted)
-            ]
-        );
-        assert_eq!(
-            pod_events(Some(&new), None),
-            vec![
-                ("sb1".into(), ContainerRemoved),
-                ("sb2".into(), ContainerDied),
-                ("sb2".into(), ContainerRemoved),
-            ]
-        );
+        new.sandboxes
+            .extend([("sb1".into(), false), ("sb2".into(), true)]);
+        let want = evs(&[("sb1", ContainerDied), ("sb2", ContainerStarted)]);
+        assert_eq!(pod_events(Some(&old), Some(&new)), want);
+        let want = evs(&[
+            ("sb1", ContainerRemoved),
+            ("sb2", ContainerDied),
+            ("sb2", ContainerRemoved),
+        ]);
+        assert_eq!(pod_events(Some(&new), None), want);
     }
 }

@@ -490,15 +490,11 @@ mod tests {
     fn pl_10_each_pleg_mode_pairs_its_relist_period_with_the_kubelets_threshold() {
         let d = PlegOptions::default();
         // genericPlegRelistPeriod / genericPlegRelistThreshold
-        assert_eq!(
-            (d.relist_period_ms, d.relist_threshold_ms),
-            (1_000, 180_000)
-        );
+        let generic = (d.relist_period_ms, d.relist_threshold_ms);
+        assert_eq!(generic, (1_000, 180_000));
         // eventedPlegRelistPeriod / eventedPlegRelistThreshold
-        assert_eq!(
-            (d.evented_relist_period_ms, d.evented_relist_threshold_ms),
-            (300_000, 600_000)
-        );
+        let evented = (d.evented_relist_period_ms, d.evented_relist_threshold_ms);
+        assert_eq!(evented, (300_000, 600_000));
         assert_eq!(d.validate(), Ok(()));
     }
 
@@ -512,11 +508,8 @@ mod tests {
         assert_eq!(h.threshold_ms(), 600_000);
         // a missed fallback relist is not yet a failure; two are
         assert_eq!(h.check_at(last + 600_000), Ok(()));
-        let e = h.check_at(last + 600_001).unwrap_err();
-        assert_eq!(
-            e,
-            "pleg was last seen active 10m0.001s ago; threshold is 10m0s"
-        );
+        let want = "pleg was last seen active 10m0.001s ago; threshold is 10m0s";
+        assert_eq!(h.check_at(last + 600_001), Err(want.into()));
     }
 
     #[test]
@@ -535,32 +528,21 @@ mod tests {
         assert_eq!(h.check_at(5), Err("pleg has yet to be successful".into()));
     }
 
+    /// Why `PlegOptions::validate` refuses the defaults changed by `change`.
+    fn refusal(change: impl FnOnce(&mut PlegOptions)) -> String {
+        let mut o = PlegOptions::default();
+        change(&mut o);
+        o.validate().unwrap_err()
+    }
+
     #[test]
     fn pl_10_a_threshold_a_working_pleg_could_cross_is_refused_naming_the_flags() {
-        let o = PlegOptions {
-            evented_relist_threshold_ms: 180_000,
-            ..PlegOptions::default()
-        };
-        let e = o.validate().unwrap_err();
-        assert!(
-            e.starts_with("--evented-relist-threshold-ms (180000) must be longer than --evented-relist-period-ms (300000)"),
-            "{e}"
-        );
-        let o = PlegOptions {
-            relist_threshold_ms: 1_000,
-            ..PlegOptions::default()
-        };
-        assert!(o
-            .validate()
-            .unwrap_err()
-            .starts_with("--relist-threshold-ms"));
-        let o = PlegOptions {
-            relist_period_ms: 0,
-            ..PlegOptions::default()
-        };
-        assert_eq!(
-            o.validate().unwrap_err(),
-            "--relist-period-ms must be positive"
-        );
+        let e = refusal(|o| o.evented_relist_threshold_ms = 180_000);
+        let want = "--evented-relist-threshold-ms (180000) must be longer than --evented-relist-period-ms (300000)";
+        assert!(e.starts_with(want), "{e}");
+        let e = refusal(|o| o.relist_threshold_ms = 1_000);
+        assert!(e.starts_with("--relist-threshold-ms"), "{e}");
+        let e = refusal(|o| o.relist_period_ms = 0);
+        assert_eq!(e, "--relist-period-ms must be positive");
     }
 }

@@ -25,21 +25,11 @@ fn graced(tgps: Option<i64>, deletion: Option<i64>) -> (Pod, Container) {
     (fx.pod, c)
 }
 
-/// (spec TGPS, deletion grace, reason, override, probe TGPS on the container, base, timeout)
-type GraceCase = (
-    Option<i64>,
-    Option<i64>,
-    KillReason,
-    Option<i64>,
-    bool,
-    i64,
-    i64,
-);
-
 #[test]
 fn rt_39_grace_period_table() {
     use KillReason::*;
-    let cases: &[GraceCase] = &[
+    // (spec TGPS, deletion grace, reason, override, probe TGPS on the container, base, timeout)
+    for (tgps, deletion, reason, ovr, with_probe, base_s, timeout_s) in [
         // The pod's TGPS.
         (Some(30), None, SpecChanged, None, true, 30, 30),
         (Some(30), None, PodKilled, None, true, 30, 30),
@@ -62,24 +52,15 @@ fn rt_39_grace_period_table() {
         (Some(30), Some(0), PodKilled, None, true, 0, 2),
         (Some(30), None, PodKilled, Some(1), true, 1, 2),
         (Some(30), None, PodKilled, Some(0), true, 0, 2),
-    ];
-    for &(tgps, deletion, reason, ovr, with_probe, base_s, timeout_s) in cases {
+    ] {
         let (pod, mut c) = graced(tgps, deletion);
         if !with_probe {
-            c.liveness_probe = None;
-            c.startup_probe = None;
+            (c.liveness_probe, c.startup_probe) = (None, None);
         }
         let case = format!("{tgps:?} {deletion:?} {reason:?} {ovr:?} probe={with_probe}");
-        assert_eq!(
-            kill_grace_base_s(&pod, Some(&c), &reason, ovr),
-            base_s,
-            "{case}"
-        );
-        assert_eq!(
-            kill_grace_period_s(&pod, Some(&c), &reason, ovr),
-            timeout_s,
-            "{case}"
-        );
+        let base = kill_grace_base_s(&pod, Some(&c), &reason, ovr);
+        let timeout = kill_grace_period_s(&pod, Some(&c), &reason, ovr);
+        assert_eq!((base, timeout), (base_s, timeout_s), "{case}");
     }
 }
 
@@ -93,83 +74,62 @@ fn rt_39_prestop_accounting_is_clamped_to_two_seconds() {
 
 #[test]
 fn rt_39_killing_event_message() {
-    assert_eq!(
-        killing_event_message(
-            "foo2",
-            "Container foo2 failed liveness probe, will be restarted"
-        ),
-        "Container foo2 failed liveness probe, will be restarted"
-    );
+    let probe_failed = "Container foo2 failed liveness probe, will be restarted";
+    assert_eq!(killing_event_message("foo2", probe_failed), probe_failed);
     assert_eq!(killing_event_message("foo2", ""), "Stopping container foo2");
 }
 
 #[test]
 fn rt_41_orphan_kill_uses_the_restored_pod_without_a_container_spec() {
     // After a kubelet restart the pod is rebuilt from labels: TGPS and deletion grace only.
-    let (pod, _) = graced(Some(45), None);
-    let r = KillReason::LivenessFailed;
-    assert_eq!(kill_grace_period_s(&pod, None, &r, None), 45);
-    let (pod, _) = graced(Some(45), Some(3));
-    assert_eq!(kill_grace_period_s(&pod, None, &r, None), 3);
-    let (pod, _) = graced(None, None);
-    assert_eq!(
-        kill_grace_period_s(&pod, None, &KillReason::PodKilled, None),
-        2
-    );
+    use KillReason::*;
+    for (tgps, deletion, reason, want) in [
+        (Some(45), None, LivenessFailed, 45),
+        (Some(45), Some(3), LivenessFailed, 3),
+        (None, None, PodKilled, 2),
+    ] {
+        let (pod, _) = graced(tgps, deletion);
+        let got = kill_grace_period_s(&pod, None, &reason, None);
+        assert_eq!(got, want, "{tgps:?} {deletion:?} {reason:?}");
+    }
 }
 
 #[test]
 fn rt_42_sidecars_stop_after_regulars_in_reverse_order() {
     let fx = with_sidecars();
-    let all = [
-        "foo1",
-        "foo2",
-        "foo3",
+    let regulars = ["foo1", "foo2", "foo3"];
+    let sidecars = [
         "restartable-init-1",
         "restartable-init-2",
         "restartable-init-3",
     ];
-    let order = termination_prerequisites(&fx.pod, &all);
-    let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let want: BTreeMap<String, Vec<String>> = [
-        (
-            "restartable-init-1".to_string(),
-            v(&["foo1", "foo2", "foo3", "restartable-init-2"]),
-        ),
-        (
-            "restartable-init-2".to_string(),
-            v(&["foo1", "foo2", "foo3", "restartable-init-3"]),
-        ),
-        (
-            "restartable-init-3".to_string(),
-            v(&["foo1", "foo2", "foo3"]),
-        ),
-    ]
-    .into_iter()
-    .collect();
-    assert_eq!(order, want);
+    let order = termination_prerequisites(&fx.pod, &[regulars, sidecars].concat());
+    // every sidecar waits for the regular containers and for the sidecar after it
+    assert_eq!(order.len(), 3, "{order:?}");
+    for (i, sidecar) in sidecars.iter().enumerate() {
+        let want: Vec<&str> = regulars
+            .into_iter()
+            .chain(sidecars.get(i + 1).copied())
+            .collect();
+        assert_eq!(order[*sidecar], want, "{sidecar}");
+    }
 }
 
 #[test]
 fn rt_42_only_running_containers_are_waited_for() {
     let fx = with_sidecars();
-    let order = termination_prerequisites(
-        &fx.pod,
-        &["foo2", "restartable-init-1", "restartable-init-3"],
-    );
+    let running = ["foo2", "restartable-init-1", "restartable-init-3"];
+    let order = termination_prerequisites(&fx.pod, &running);
     // init-1 waits for foo2 and for init-2, which is not running: so not for init-3 either
     // (as upstream, the wait is not transitive).
-    assert_eq!(order["restartable-init-1"], vec!["foo2".to_string()]);
-    assert_eq!(order["restartable-init-3"], vec!["foo2".to_string()]);
+    assert_eq!(order["restartable-init-1"], ["foo2"]);
+    assert_eq!(order["restartable-init-3"], ["foo2"]);
     assert!(!order.contains_key("restartable-init-2"));
     assert!(!order.contains_key("foo2"));
     // With no regular container running, the last sidecar stops at once.
     let order = termination_prerequisites(&fx.pod, &["restartable-init-2", "restartable-init-3"]);
     assert!(!order.contains_key("restartable-init-3"));
-    assert_eq!(
-        order["restartable-init-2"],
-        vec!["restartable-init-3".to_string()]
-    );
+    assert_eq!(order["restartable-init-2"], ["restartable-init-3"]);
 }
 
 #[test]

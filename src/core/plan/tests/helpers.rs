@@ -7,10 +7,8 @@ use crate::core::plan::{next_restart_count, purgeable_init_containers, removable
 fn rt_10_container_hash_is_fnv1a64_of_the_canonical_json() {
     let c = container("foo", "busybox");
     // The canonical JSON: fields in k8s-openapi order, unset fields omitted.
-    assert_eq!(
-        serde_json::to_string(&c).unwrap(),
-        r#"{"image":"busybox","name":"foo"}"#
-    );
+    let json = serde_json::to_string(&c).unwrap();
+    assert_eq!(json, r#"{"image":"busybox","name":"foo"}"#);
     // FNV-1a 64 of those bytes, computed independently.
     assert_eq!(container_hash(&c), "33c3d0e4ebb4953b");
 }
@@ -32,16 +30,11 @@ fn rt_10_container_hash_changes_with_any_spec_field_and_only_then() {
         },
     ];
     for v in &variants {
-        assert_ne!(container_hash(v), container_hash(&c), "{v:?}");
-    }
-    // Lowercase hex without leading zeros (Go's FormatUint(h, 16)).
-    for v in &variants {
         let h = container_hash(v);
-        assert!(h.len() <= 16 && !h.starts_with('0'), "{h}");
-        assert!(
-            h.chars().all(|ch| matches!(ch, '0'..='9' | 'a'..='f')),
-            "{h}"
-        );
+        assert_ne!(h, container_hash(&c), "{v:?}");
+        // Lowercase hex without leading zeros (Go's FormatUint(h, 16)).
+        let hex = h.chars().all(|ch| matches!(ch, '0'..='9' | 'a'..='f'));
+        assert!(h.len() <= 16 && !h.starts_with('0') && hex, "{h}");
     }
 }
 
@@ -106,8 +99,6 @@ fn rt_07_purge_removes_every_init_instance_on_sandbox_recreation() {
     let mut again = fx.rt.containers[0].clone();
     again.id = "initid1-old".into();
     fx.rt.containers.push(again);
-    assert_eq!(
-        purgeable_init_containers(&fx.pod, &fx.rt),
-        vec!["initid1", "initid2", "initid3", "initid1-old"]
-    );
+    let purged = purgeable_init_containers(&fx.pod, &fx.rt);
+    assert_eq!(purged, ["initid1", "initid2", "initid3", "initid1-old"]);
 }
