@@ -397,3 +397,43 @@ fn a_removed_static_pods_runtime_content_is_removed_once_terminated() {
     h.drain();
     assert_eq!(remove_runtime(&h, "gone"), Some(true));
 }
+
+/// AD-02: a pod with `activeDeadlineSeconds` is synced when its deadline passes (a timer
+/// from its start time), is failed with `DeadlineExceeded` and its event, and is killed.
+#[test]
+fn ad_02_a_pod_past_its_active_deadline_fails_with_deadline_exceeded_and_is_killed() {
+    let mut h = Harness::with_file_source();
+    let mut p = (*pod("d", "deadline", "ns").static_pod().build()).clone();
+    p.spec.as_mut().unwrap().active_deadline_seconds = Some(30);
+    let p = Arc::new(p);
+    h.submit(added(PodSource::File, &p));
+    h.drain();
+    let key = TimerKey::ActiveDeadline { uid: uid("d") };
+    let (_, due) = h.timer(&key).expect("armed when the pod first synced");
+    assert_eq!(due.since(h.now).as_millis(), 30_000, "start time + 30 s");
+    let status = |h: &Harness| h.node().statuses.get(&uid("d")).unwrap().status.clone();
+    assert_eq!(status(&h).phase.as_deref(), Some("Pending"));
+    h.advance(30_000);
+    h.fire(key);
+    h.drain();
+    let s = status(&h);
+    assert_eq!(
+        (
+            s.phase.as_deref(),
+            s.reason.as_deref(),
+            s.message.as_deref()
+        ),
+        (
+            Some("Failed"),
+            Some("DeadlineExceeded"),
+            Some("Pod was active on the node longer than the specified deadline")
+        )
+    );
+    assert!(h.commands.iter().any(|(_, c)| matches!(c,
+        Command::RecordEvent(e) if e.reason == "DeadlineExceeded" && e.event_type == EventType::Normal)));
+    assert_eq!(
+        h.sync_kinds("d"),
+        [WorkType::Sync, WorkType::Terminating, WorkType::Terminated],
+        "the deadline's sync found the pod terminal (no runtime action) and it was terminated"
+    );
+}

@@ -464,3 +464,44 @@ fn a_pod_kill_stops_its_not_ready_sandboxes_too() {
         );
     }
 }
+
+/// AD-02 on containerd: a pod past its `activeDeadlineSeconds` ends Failed with reason
+/// `DeadlineExceeded`, its container killed, and a Normal `DeadlineExceeded` event.
+#[test]
+fn a_pod_past_its_active_deadline_ends_failed_deadline_exceeded_and_is_killed() {
+    use k8s_openapi::api::core::v1::Event;
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    let looping = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
+    let mut pod = bound_pod("deadline", looping, 2, "Always");
+    pod.spec.as_mut().unwrap().active_deadline_seconds = Some(5);
+    admin
+        .run(pods.create(&PostParams::default(), &pod))
+        .unwrap();
+    let status = admin.wait_for("deadline Failed with its container stopped", 120, |k| {
+        let p = k.run(pods.get("deadline")).ok()?;
+        main_status(&p)?.state.as_ref()?.terminated.as_ref()?;
+        (phase(&p) == Some("Failed")).then_some(p.status?)
+    });
+    assert_eq!(
+        (status.reason.as_deref(), status.message.as_deref()),
+        (
+            Some("DeadlineExceeded"),
+            Some("Pod was active on the node longer than the specified deadline")
+        )
+    );
+    let events = admin.api::<Event>("default");
+    let params = ListParams::default().fields("involvedObject.name=deadline");
+    admin.wait_for("the DeadlineExceeded event", 60, |k| {
+        let list = k.run(events.list(&params)).ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("DeadlineExceeded")
+                    && e.type_.as_deref() == Some("Normal")
+            })
+            .then_some(())
+    });
+    let _ = admin.run(pods.delete("deadline", &Default::default()));
+}

@@ -149,6 +149,9 @@ impl Node {
     /// `HandlePodRemoves` for one pod.
     pub(super) fn handle_pod_removal(&mut self, p: &Arc<Pod>, now: Time, out: &mut Vec<Command>) {
         self.pod_manager.remove(p);
+        // a far deadline must not keep a timer for a pod that is gone
+        let deadline = TimerKey::ActiveDeadline { uid: pod::uid(p) };
+        self.timers.disarm(&deadline);
         let pm = self.pod_manager.get_pod_and_mirror_pod(p);
         if pm.was_mirror {
             if let Some(config_pod) = pm.pod {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 
+use super::active_deadline;
 use super::backoff::{do_backoff, BackoffConfig};
 use super::command::{
     Command, ContainerKill, ContainerKind, ContainerStart, EventType, HookFailureKill, KubeEvent,
@@ -148,8 +149,12 @@ impl Node {
             .statuses
             .get(uid)
             .map(|v| (v.version, v.status.clone()));
+        // AD-02: past its active deadline the pod is failed (`ShouldEvict`)
+        let cached_status = cached.as_ref().map(|(_, s)| &**s);
+        let past_deadline = active_deadline::exceeded(p, cached_status, now);
         // a deleted pod's status is recorded anew every time (`SetPodStatus` forces it)
-        let memo_applies = status_override.is_none() && p.metadata.deletion_timestamp.is_none();
+        let memo_applies =
+            status_override.is_none() && p.metadata.deletion_timestamp.is_none() && !past_deadline;
         let probes_generation = self.probes.generation();
         if let (true, Some((version, status))) = (memo_applies, &cached) {
             let key = MemoKey {
@@ -175,7 +180,7 @@ impl Node {
             now,
             runtime_name: &self.config.runtime_name,
             host_ip: (!self.config.node_ip.is_empty()).then_some(self.config.node_ip.as_str()),
-            evict: None,
+            evict: past_deadline.then_some((active_deadline::REASON, active_deadline::MESSAGE)),
         });
         if let Some(o) = status_override {
             apply_override(&mut status, o);
@@ -214,6 +219,23 @@ impl Node {
                     self.probes_add_pod(&uid, &c.pod, self.last_seq, now, &mut extra);
                     let terminal =
                         self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
+                    // AD-02: sync again when the active deadline passes; past it, the
+                    // kubelet's Normal event
+                    let cached = self.statuses.get(&uid).map(|v| &*v.status);
+                    match active_deadline::deadline(&c.pod, cached) {
+                        Some(due) if due <= now => {
+                            let (reason, message) =
+                                (active_deadline::REASON, active_deadline::MESSAGE);
+                            extra.push(event(&c.pod, EventType::Normal, reason, message.into()));
+                        }
+                        Some(due) if !terminal => {
+                            let key = TimerKey::ActiveDeadline { uid: uid.clone() };
+                            if self.timers.get(&key).map(|t| t.due) != Some(due) {
+                                self.timers.set(key, due, &mut extra);
+                            }
+                        }
+                        _ => {}
+                    }
                     if terminal {
                         // RT-46: a terminal pod runs no runtime actions; the sync reports it.
                         Some(Command::Append(Event::SyncFinished(SyncFinished {

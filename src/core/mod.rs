@@ -10,6 +10,7 @@
 //! observer would compare every worker and status before and after every record, which
 //! costs more than the fold. Nothing in the core reads them and they are not state.
 
+pub mod active_deadline;
 pub mod admission;
 pub mod backoff;
 pub mod command;

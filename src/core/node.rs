@@ -211,9 +211,9 @@ impl Node {
                 }
                 match &t.key {
                     TimerKey::Housekeeping => self.housekeeping_tick(now, out),
-                    TimerKey::PodWork { uid } | TimerKey::BackoffExpiry { uid } => {
-                        self.handle_pod_sync(uid, now, out)
-                    }
+                    TimerKey::PodWork { uid }
+                    | TimerKey::BackoffExpiry { uid }
+                    | TimerKey::ActiveDeadline { uid } => self.handle_pod_sync(uid, now, out),
                     TimerKey::StatusSync => self.status_sync_tick(now, out),
                     TimerKey::NodeStatusUpdate | TimerKey::LeaseRenew | TimerKey::NodeRegister => {
                         self.node_status.on_timer(ncx!(self, now, out), &t.key)

@@ -55,6 +55,12 @@ pub enum TimerKey {
         /// Which probe.
         probe: super::probes::ProbeType,
     },
+    /// A pod's `activeDeadlineSeconds` passes (AD-02): sync it then, as the kubelet's sync
+    /// loop does for a pod its deadline handler says to sync.
+    ActiveDeadline {
+        /// The pod.
+        uid: Uid,
+    },
 }
 
 /// An armed timer.

@@ -591,6 +591,7 @@ mod tests {
             TimerKey::PodWork {
                 uid: Uid::new("with \"quotes\""),
             },
+            TimerKey::ActiveDeadline { uid: uid() },
         ]
         .into_iter()
         .map(|key| {

@@ -98,7 +98,8 @@ fn own_heap_bytes(r: &Record) -> usize {
         Event::TimerFired(t) => match &t.key {
             TimerKey::PodWork { uid: u }
             | TimerKey::KillDeadline { uid: u, .. }
-            | TimerKey::BackoffExpiry { uid: u } => uid(u),
+            | TimerKey::BackoffExpiry { uid: u }
+            | TimerKey::ActiveDeadline { uid: u } => uid(u),
             TimerKey::Probe {
                 uid: u, container, ..
             } => uid(u) + container.len(),

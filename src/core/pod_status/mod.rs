@@ -12,7 +12,7 @@
 //! copied conditions keep theirs. Keeping the old time of an unchanged condition is the status
 //! manager's step, as in the kubelet.
 
-mod api_time;
+pub(crate) mod api_time;
 pub mod conditions;
 pub mod containers;
 mod generate;

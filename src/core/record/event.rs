@@ -617,6 +617,7 @@ impl Event {
                 TimerKey::PodWork { uid }
                 | TimerKey::KillDeadline { uid, .. }
                 | TimerKey::BackoffExpiry { uid }
+                | TimerKey::ActiveDeadline { uid }
                 | TimerKey::Probe { uid, .. } => Some(UidRef::Uid(uid)),
                 TimerKey::Housekeeping
                 | TimerKey::StatusSync
