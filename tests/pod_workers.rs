@@ -1416,3 +1416,45 @@ impl DrainUntil for Harness {
         panic!("{uid} never started a sync");
     }
 }
+
+#[test]
+fn rt_43_a_failed_pod_kill_records_failed_to_kill_pod_and_is_retried() {
+    let mut h = Harness::new();
+    let p = pod("1", "p", "ns").build();
+    start_running(&mut h, &p);
+    h.kill(&p, KillPodOptions::default());
+    h.drain_pod_until_syncing("1");
+    let failed_to_kill = |cmds: &[Command]| -> Vec<(EventType, String, String)> {
+        cmds.iter()
+            .filter_map(|c| match c {
+                Command::RecordEvent(e) if e.reason == "FailedToKillPod" => {
+                    Some((e.event_type, e.object.name.clone(), e.message.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let message = "error killing pod: failed to stop sandbox sb: rpc error: code = Unknown";
+    let cmds = h.finish(
+        "1",
+        SyncOutcome::Failed {
+            message: message.into(),
+        },
+    );
+    assert_eq!(
+        failed_to_kill(&cmds),
+        [(EventType::Warning, "p".to_string(), message.to_string())]
+    );
+    assert!(!h.status("1").is_terminated(), "the kill is retried");
+    // a terminating sync that fails after the kill (the check for survivors) is no kill error
+    h.update(UpdateType::Sync, &p);
+    h.drain_pod_until_syncing("1");
+    assert_eq!(h.syncing("1").map(|(_, w)| w), Some(WorkType::Terminating));
+    let cmds = h.finish(
+        "1",
+        SyncOutcome::Failed {
+            message: "detected running containers after a successful KillPod".into(),
+        },
+    );
+    assert_eq!(failed_to_kill(&cmds), []);
+}

@@ -59,6 +59,10 @@ pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
 /// The kill message (and `Killing` event) of a container whose postStart hook failed.
 pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
 
+/// How the failure of a terminating sync's pod kill starts (the shell's `SyncOutcome`
+/// message and the kubelet's `FailedToKillPod` event, RT-43, RT-45).
+pub const KILL_POD_ERROR: &str = "error killing pod: ";
+
 fn event(p: &Pod, event_type: EventType, reason: &str, message: String) -> Command {
     Command::RecordEvent(KubeEvent {
         object: ObjectRef::pod(p),

@@ -23,6 +23,7 @@ use crate::core::command::{
     ContainerKill, ContainerStart, PodKill, SyncPodCommand, SyncTerminatedPodCommand,
     SyncTerminatingPodCommand, SyncTerminatingRuntimePodCommand, WorkType,
 };
+use crate::core::kubelet_sync::KILL_POD_ERROR;
 use crate::core::record::event::{
     ActionOutcome, RuntimeAction, RuntimeActionFinished, RuntimeStatusObserved, SyncFinished,
     SyncOutcome,
@@ -784,7 +785,7 @@ impl Executor {
     ) -> SyncOutcome {
         if let Err(e) = self.kill_pod(step, kill, site).await {
             return SyncOutcome::Failed {
-                message: format!("error killing pod: {e}"),
+                message: format!("{KILL_POD_ERROR}{e}"),
             };
         }
         for round in 0..2 {
@@ -834,7 +835,7 @@ impl Executor {
             };
             if let Err(e) = self.kill_pod(step, &extra, None).await {
                 return SyncOutcome::Failed {
-                    message: format!("error killing pod: {e}"),
+                    message: format!("{KILL_POD_ERROR}{e}"),
                 };
             }
         }

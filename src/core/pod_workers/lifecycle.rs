@@ -16,6 +16,7 @@ use crate::core::command::{
     SyncTerminatingPodCommand, SyncTerminatingRuntimePodCommand, WorkType,
 };
 use crate::core::jitter::jitter_ms;
+use crate::core::kubelet_sync::KILL_POD_ERROR;
 use crate::core::record::event::{SyncFinished, SyncOutcome};
 use crate::core::runtime_status::RuntimePodStatus;
 use crate::core::timers::TimerKey;
@@ -235,7 +236,24 @@ impl PodWorkers {
         let mut phase_transition = false;
         let failure = match &finished.outcome {
             SyncOutcome::Canceled => Some(Failure::Canceled),
-            SyncOutcome::Failed { message } => Some(Failure::Error(message.clone())),
+            SyncOutcome::Failed { message } => {
+                let terminating = matches!(
+                    work_type,
+                    WorkType::Terminating | WorkType::TerminatingRuntime
+                );
+                if terminating && message.starts_with(KILL_POD_ERROR) {
+                    // RT-43, RT-45: Warning FailedToKillPod, and the kill is retried
+                    if let Some(object) = status.active_update.as_ref().and_then(pod_ref) {
+                        cx.out.push(Command::RecordEvent(KubeEvent {
+                            object,
+                            event_type: EventType::Warning,
+                            reason: "FailedToKillPod".into(),
+                            message: message.clone(),
+                        }));
+                    }
+                }
+                Some(Failure::Error(message.clone()))
+            }
             SyncOutcome::Ok | SyncOutcome::Terminal => {
                 match work_type {
                     WorkType::Terminated => {
@@ -392,5 +410,15 @@ impl PodWorkers {
         };
         status.pending_update = Some(active);
         status.signal();
+    }
+}
+
+/// The object an event about `update`'s pod is recorded on: the config pod, else the
+/// runtime-only pod's identity.
+fn pod_ref(update: &crate::core::update::UpdatePod) -> Option<ObjectRef> {
+    match (&update.pod, &update.running_pod) {
+        (Some(p), _) => Some(ObjectRef::pod(p)),
+        (None, Some(r)) => Some(ObjectRef::pod(&r.to_api_pod())),
+        (None, None) => None,
     }
 }
