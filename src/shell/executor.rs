@@ -682,18 +682,18 @@ impl Executor {
         site: Option<&HookSite<'_>>,
         turns: Option<&Turns>,
     ) -> Result<(), String> {
-        let mut timeout = k.grace_period_s.max(MIN_STOP_TIMEOUT_S);
         let mut left_s = k.grace_period_s;
         if let (Some(budget), Some(site)) = (k.pre_stop_s, site) {
             left_s = budget - self.pre_stop(step, k, site, budget).await;
-            timeout = left_s.max(MIN_STOP_TIMEOUT_S);
         }
-        if let (Some(turns), false) = (turns, k.wait_for.is_empty() || left_s <= 0) {
+        if let Some(turns) = turns.filter(|_| !k.wait_for.is_empty() && left_s > 0) {
             let waited = Instant::now();
             turns.wait(&k.wait_for, left_s).await;
-            timeout = (left_s - waited.elapsed().as_secs() as i64).max(MIN_STOP_TIMEOUT_S);
+            left_s -= waited.elapsed().as_secs() as i64;
         }
-        let result = self.stop_container(step, k, timeout).await;
+        let result = self
+            .stop_container(step, k, left_s.max(MIN_STOP_TIMEOUT_S))
+            .await;
         if let Some(turns) = turns {
             turns.done(&k.name);
         }
@@ -747,11 +747,13 @@ impl Executor {
         kill: &PodKill,
         site: Option<&HookSite<'_>>,
     ) -> Result<(), String> {
-        let turns = Turns::new(kill);
+        // only a pod with sidecars has containers that wait for others
+        let ordered = kill.containers.iter().any(|k| !k.wait_for.is_empty());
+        let turns = ordered.then(|| Turns::new(kill));
         let results = futures::future::join_all(
             kill.containers
                 .iter()
-                .map(|k| self.kill_container(step, k, site, Some(&turns))),
+                .map(|k| self.kill_container(step, k, site, turns.as_ref())),
         )
         .await;
         let mut errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
