@@ -8,38 +8,19 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, PostParams};
-use support::agent::http_get;
+use support::on_containerd::{
+    agent_log, bound_pod, ledger_text, main_status, phase, pod_ip, pod_records, volume_dir, IMAGE,
+};
 use support::real_cluster::{read_sa_probe, sa_probe_script, RealCluster};
 
 const NODE: &str = "ctr-node";
-const IMAGE: &str = "ledgerlet.test/busybox:1";
 
 fn cluster() -> Option<&'static RealCluster> {
     RealCluster::shared_containerd(NODE)
-}
-
-fn node_http_port(c: &RealCluster) -> u16 {
-    c.env["NODE_HTTP"]
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("NODE_HTTP in cluster.env")
-}
-
-/// The node agent's ledger (NDJSON, from its `/debug/ledger`).
-fn ledger_text(c: &RealCluster) -> String {
-    let (status, body) = http_get(node_http_port(c), "/debug/ledger");
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
-fn agent_log(c: &RealCluster) -> String {
-    std::fs::read_to_string(c.dir.join("logs/ledgerlet.log")).unwrap_or_default()
 }
 
 /// `ADDRESS/PREFIX` → does it hold `ip`?
@@ -59,31 +40,6 @@ fn get_from_host(ip: Ipv4Addr, port: u16) -> Option<String> {
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     Some(out)
-}
-
-fn phase(p: &Pod) -> Option<&str> {
-    p.status.as_ref()?.phase.as_deref()
-}
-
-fn pod_ip(p: &Pod) -> Option<Ipv4Addr> {
-    p.status.as_ref()?.pod_ip.as_ref()?.parse().ok()
-}
-
-/// The directory of pod `uid`'s volume `volume` of plugin `plugin` under the node's root.
-fn volume_dir(root: &Path, uid: &str, plugin: &str, volume: &str) -> Option<PathBuf> {
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
-            let p = e.path();
-            if p.ends_with(Path::new(uid).join("volumes").join(plugin).join(volume)) {
-                return Some(p);
-            }
-            if e.file_type().ok()?.is_dir() && !e.file_type().ok()?.is_symlink() {
-                stack.push(p);
-            }
-        }
-    }
-    None
 }
 
 #[test]
@@ -211,24 +167,6 @@ fn a_default_pod_on_containerd_reads_its_service_account_token_ca_and_namespace(
     let _ = admin.run(pods.delete("proj", &Default::default()));
 }
 
-fn bound_pod(name: &str, script: &str, grace_s: i64, restart: &str) -> Pod {
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nodeName": NODE,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": grace_s,
-            "restartPolicy": restart,
-            "containers": [{"name": "main", "image": IMAGE, "command": ["sh", "-c", script]}]
-        }
-    }))
-    .unwrap()
-}
-
-fn main_status(p: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
-    p.status.as_ref()?.container_statuses.as_ref()?.first()
-}
-
 /// On containerd: deleted pods end Failed/137 when they ignore SIGTERM and Succeeded/0 when
 /// they exit on it (the last version before the object goes); a crash loop counts its
 /// restarts with the last exit in lastState; a Never pod ends with its exit code.
@@ -239,19 +177,21 @@ fn pods_on_containerd_end_with_their_exit_codes_and_a_crash_loop_counts_its_rest
     let pods = admin.api::<Pod>("default");
     for p in [
         bound_pod(
+            NODE,
             "stubborn",
             "trap '' TERM; while true; do sleep 0.1; done",
             2,
             "Always",
         ),
         bound_pod(
+            NODE,
             "polite",
             "trap 'exit 0' TERM; while true; do sleep 0.1; done",
             2,
             "Always",
         ),
-        bound_pod("crasher", "sleep 0.5; exit 3", 1, "Always"),
-        bound_pod("once", "exit 7", 1, "Never"),
+        bound_pod(NODE, "crasher", "sleep 0.5; exit 3", 1, "Always"),
+        bound_pod(NODE, "once", "exit 7", 1, "Never"),
     ] {
         admin.run(pods.create(&PostParams::default(), &p)).unwrap();
     }
@@ -301,25 +241,6 @@ fn pods_on_containerd_end_with_their_exit_codes_and_a_crash_loop_counts_its_rest
     for name in ["crasher", "once"] {
         let _ = admin.run(pods.delete(name, &Default::default()));
     }
-}
-
-/// The runtime actions of pod `uid` in the node's ledger, in order: `(seq, kind of record,
-/// event)` for `RuntimeActionFinished`, `PodDeleted` and `RuntimeStatusObserved`.
-fn pod_records(c: &RealCluster, uid: &str) -> Vec<(String, serde_json::Value)> {
-    ledger_text(c)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|r| {
-            let e = &r["event"];
-            e["uid"] == uid || e["pod"]["metadata"]["uid"] == uid
-        })
-        .map(|r| {
-            (
-                r["kind"].as_str().unwrap_or_default().to_string(),
-                r["event"].clone(),
-            )
-        })
-        .collect()
 }
 
 /// A bound pod with sidecars `sc1`, `sc2` (restartable init containers) and `main`.
@@ -411,6 +332,7 @@ fn a_pod_kill_stops_its_not_ready_sandboxes_too() {
     let admin = c.admin();
     let pods = admin.api::<Pod>("default");
     let pod = bound_pod(
+        NODE,
         "resandboxed",
         "trap 'exit 0' TERM; while true; do sleep 0.1; done",
         5,
@@ -474,7 +396,7 @@ fn a_pod_past_its_active_deadline_ends_failed_deadline_exceeded_and_is_killed() 
     let admin = c.admin();
     let pods = admin.api::<Pod>("default");
     let looping = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
-    let mut pod = bound_pod("deadline", looping, 2, "Always");
+    let mut pod = bound_pod(NODE, "deadline", looping, 2, "Always");
     pod.spec.as_mut().unwrap().active_deadline_seconds = Some(5);
     admin
         .run(pods.create(&PostParams::default(), &pod))
