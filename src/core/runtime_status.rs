@@ -37,12 +37,21 @@ pub struct SandboxStatus {
     /// The attempt counter from the sandbox metadata.
     #[serde(default)]
     pub attempt: u32,
-    /// The primary pod IP, if any.
+    /// The primary pod IP of the sandbox's network status: `None` when the runtime reported
+    /// no network status, `Some("")` when it reported one without an IP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<String>,
     /// True if the sandbox uses the host network namespace.
     #[serde(default)]
     pub host_network: bool,
+}
+
+impl SandboxStatus {
+    /// kuberuntime `PodSandboxChanged`'s "no IP" test: the runtime reported a network status
+    /// whose IP is empty. A sandbox without a network status is not recreated for it.
+    pub fn has_empty_network_ip(&self) -> bool {
+        self.ip.as_deref() == Some("")
+    }
 }
 
 /// The state of a container (kubecontainer `State`).

@@ -87,11 +87,7 @@ pub fn sandbox_status(s: &v1::PodSandboxStatus) -> SandboxStatus {
         },
         created_at: Time::from_unix_nanos(s.created_at),
         attempt: s.metadata.as_ref().map_or(0, |m| m.attempt),
-        ip: s
-            .network
-            .as_ref()
-            .map(|n| n.ip.clone())
-            .filter(|ip| !ip.is_empty()),
+        ip: s.network.as_ref().map(|n| n.ip.clone()),
         host_network,
     }
 }
@@ -112,7 +108,10 @@ pub fn assemble(
     containers.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
     let ips = sandboxes
         .first()
-        .map(|(s, extra)| s.ip.iter().cloned().chain(extra.iter().cloned()).collect())
+        .map(|(s, extra)| {
+            let primary = s.ip.iter().filter(|ip| !ip.is_empty());
+            primary.chain(extra).cloned().collect()
+        })
         .unwrap_or_default();
     RuntimePodStatus {
         name,

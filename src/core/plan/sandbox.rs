@@ -16,7 +16,8 @@ use crate::core::runtime_status::{RuntimePodStatus, SandboxState};
 ///   `SandboxChanged`).
 /// * The newest sandbox's network namespace mode differs from `spec.hostNetwork` →
 ///   recreate with attempt + 1 and an empty ID (no `SandboxChanged` event).
-/// * A non-host-network pod whose newest sandbox has no IP → recreate, keeping the ID.
+/// * A non-host-network pod whose newest sandbox reports a network status with an empty IP →
+///   recreate, keeping the ID (no network status at all is left alone).
 /// * Otherwise `(false, highest attempt, newest ID)`.
 pub fn pod_sandbox_changed(pod: &Pod, runtime: &RuntimePodStatus) -> (bool, u32, String) {
     let Some(newest) = runtime.sandboxes.first() else {
@@ -41,7 +42,7 @@ pub fn pod_sandbox_changed(pod: &Pod, runtime: &RuntimePodStatus) -> (bool, u32,
     if newest.host_network != host_network {
         return (true, next, String::new());
     }
-    if !host_network && newest.ip.as_deref().unwrap_or("").is_empty() {
+    if !host_network && newest.has_empty_network_ip() {
         return (true, next, newest.id.clone());
     }
     (false, max_attempt, newest.id.clone())

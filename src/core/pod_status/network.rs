@@ -24,7 +24,7 @@ pub fn newest_sandbox(runtime: &RuntimePodStatus) -> Option<&SandboxStatus> {
 
 /// `PodSandboxChanged`: true if the pod needs a new sandbox: none exists, more than one is
 /// ready, the newest is not ready, its network namespace mode differs from the spec, or (not
-/// host network) it has no IP.
+/// host network) its network status has an empty IP.
 pub fn pod_sandbox_changed(pod: &Pod, runtime: &RuntimePodStatus) -> bool {
     let Some(newest) = newest_sandbox(runtime) else {
         return true;
@@ -38,7 +38,7 @@ pub fn pod_sandbox_changed(pod: &Pod, runtime: &RuntimePodStatus) -> bool {
     ready > 1
         || newest.state != SandboxState::SandboxReady
         || newest.host_network != host_network
-        || (!host_network && newest.ip.as_deref().unwrap_or("").is_empty())
+        || (!host_network && newest.has_empty_network_ip())
 }
 
 /// `sortPodIPs`: the first IP of the node's family (IPv4 if the node IP is unknown), then the

@@ -87,7 +87,12 @@ fn sandboxes(spec: &str) -> Vec<SandboxStatus> {
             other => panic!("bad sandbox state {other}"),
         };
         let created: i64 = w[2].parse().unwrap();
-        let ip = (w[1] != "-").then_some(w[1]);
+        // `-`: a network status without an IP; `none`: no network status
+        let ip = match w[1] {
+            "none" => None,
+            "-" => Some(""),
+            ip => Some(ip),
+        };
         SandboxStatus {
             host_network: w.get(3) == Some(&"hostnet"),
             ..sandbox(&format!("sb-{created}"), state, ip, created)
@@ -109,7 +114,8 @@ fn gs_12_pod_ready_to_start_containers_is_true_iff_no_new_sandbox_is_needed() {
         "ready with IP | plain | ready 10.0.0.1 1 | True",
         "newest not ready | plain | notready 10.0.0.2 2, ready 10.0.0.1 1 | False",
         "newest ready, older dead | plain | notready - 1, ready 10.0.0.2 2 | True",
-        "ready without IP | plain | ready - 1 | False",
+        "ready with an empty IP | plain | ready - 1 | False",
+        "ready without a network status | plain | ready none 1 | True",
         "two ready | plain | ready 10.0.0.2 2, ready 10.0.0.1 1 | False",
         "host network without IP | host | ready - 1 hostnet | True",
         "network namespace changed | plain | ready 10.0.0.1 1 hostnet | False",
