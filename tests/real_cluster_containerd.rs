@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, TcpStream};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{ListParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use support::on_containerd::{
     agent_log, bound_pod, ledger_text, main_status, phase, pod_ip, pod_records, volume_dir, IMAGE,
 };
@@ -426,4 +426,100 @@ fn a_pod_past_its_active_deadline_ends_failed_deadline_exceeded_and_is_killed() 
             .then_some(())
     });
     let _ = admin.run(pods.delete("deadline", &Default::default()));
+}
+
+/// The terminated state of ephemeral container `name` of `p`.
+fn ephemeral_terminated(
+    p: &Pod,
+    name: &str,
+) -> Option<k8s_openapi::api::core::v1::ContainerStateTerminated> {
+    let statuses = p.status.as_ref()?.ephemeral_container_statuses.as_ref()?;
+    let s = statuses.iter().find(|s| s.name == name)?;
+    s.state.as_ref()?.terminated.clone()
+}
+
+/// RT-47 on containerd, as `kubectl debug --target`: ephemeral containers added through the
+/// `ephemeralcontainers` subresource start in the running pod; the targeted one shares the
+/// target's PID namespace (PID 1 is the target's `sleep`), the other does not; both run
+/// once, and the pod's own container is not restarted.
+#[test]
+fn ephemeral_containers_added_to_a_running_pod_run_once_and_a_target_shares_its_pids() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    let pod = bound_pod(NODE, "debugged", "exec sleep 3600", 1, "Always");
+    admin
+        .run(pods.create(&PostParams::default(), &pod))
+        .unwrap();
+    let main_id = admin.wait_for("debugged running", 120, |k| {
+        let p = k.run(pods.get("debugged")).ok()?;
+        let s = main_status(&p)?;
+        s.state.as_ref()?.running.as_ref()?;
+        s.container_id.clone()
+    });
+    let pid1_is_sleep = r#"[ "$(cat /proc/1/comm)" = sleep ]"#;
+    let debugger = |name: &str, target: Option<&str>| {
+        let mut d = serde_json::json!({
+            "name": name,
+            "image": IMAGE,
+            "command": ["sh", "-c", pid1_is_sleep],
+        });
+        if let Some(t) = target {
+            d["targetContainerName"] = t.into();
+        }
+        d
+    };
+    let patch = serde_json::json!({"spec": {"ephemeralContainers": [
+        debugger("targeted", Some("main")),
+        debugger("untargeted", None),
+    ]}});
+    admin
+        .run(pods.patch_subresource(
+            "ephemeralcontainers",
+            "debugged",
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        ))
+        .expect("PATCH pods/ephemeralcontainers");
+    let p = admin.wait_for("both ephemeral containers terminated", 120, |k| {
+        let p = k.run(pods.get("debugged")).ok()?;
+        ephemeral_terminated(&p, "targeted")?;
+        ephemeral_terminated(&p, "untargeted")?;
+        Some(p)
+    });
+    let exit = |name| ephemeral_terminated(&p, name).unwrap().exit_code;
+    assert_eq!(exit("targeted"), 0, "PID 1 of the targeted container");
+    assert_eq!(exit("untargeted"), 1, "PID 1 of the untargeted container");
+    // a later sync starts neither again, and the pod's own container kept running
+    std::thread::sleep(Duration::from_secs(3));
+    let later = admin.run(pods.get("debugged")).unwrap();
+    let ids = |p: &Pod| -> Vec<Option<String>> {
+        let statuses = p
+            .status
+            .as_ref()
+            .unwrap()
+            .ephemeral_container_statuses
+            .iter();
+        statuses.flatten().map(|s| s.container_id.clone()).collect()
+    };
+    assert_eq!(ids(&later), ids(&p));
+    let main = main_status(&later).unwrap();
+    assert_eq!(
+        (main.container_id.as_ref(), main.restart_count),
+        (Some(&main_id), 0)
+    );
+    let uid = later.metadata.uid.clone().unwrap();
+    let starts = pod_records(c, &uid)
+        .into_iter()
+        .filter(|(kind, e)| {
+            kind == "RuntimeActionFinished"
+                && e["action"] == "start_container"
+                && e["container"] == "untargeted"
+        })
+        .count();
+    assert_eq!(
+        starts, 1,
+        "StartContainer records of the untargeted container"
+    );
+    let _ = admin.run(pods.delete("debugged", &Default::default()));
 }

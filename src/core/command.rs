@@ -50,6 +50,8 @@ pub enum ContainerKind {
     Init,
     /// `spec.containers`.
     Regular,
+    /// `spec.ephemeralContainers` (`kubectl debug`): started once, never restarted.
+    Ephemeral,
 }
 
 impl ContainerKind {
@@ -58,6 +60,7 @@ impl ContainerKind {
         match self {
             ContainerKind::Init => "init_container",
             ContainerKind::Regular => "container",
+            ContainerKind::Ephemeral => "ephemeral_container",
         }
     }
 }
@@ -99,7 +102,7 @@ pub struct PodKill {
 /// Start one container of the spec.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerStart {
-    /// Init or regular.
+    /// Init, regular or ephemeral.
     pub kind: ContainerKind,
     /// Index into the spec list of that kind.
     pub index: usize,
@@ -118,6 +121,10 @@ pub struct ContainerStart {
     /// (RT-37; message `FailedPostStartHook`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_start_failure_kill: Option<HookFailureKill>,
+    /// An ephemeral container's `targetContainerName` resolved to that container's runtime
+    /// ID: the container joins its PID namespace (CRI `NamespaceMode::Target`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_container_id: Option<String>,
 }
 
 /// The grace of a kill decided before the container exists (a failed postStart hook).
@@ -151,6 +158,9 @@ pub struct RuntimePlan {
     /// The sandbox to start containers in when none is created.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sandbox_id: String,
+    /// Ephemeral containers to start, before the init containers (a failure stops nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub start_ephemeral: Vec<ContainerStart>,
     /// Init containers to start, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub start_init: Vec<ContainerStart>,
@@ -166,6 +176,7 @@ impl RuntimePlan {
             && self.kill_containers.is_empty()
             && self.remove_containers.is_empty()
             && self.create_sandbox.is_none()
+            && self.start_ephemeral.is_empty()
             && self.start_init.is_empty()
             && self.start.is_empty()
     }

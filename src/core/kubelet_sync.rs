@@ -454,10 +454,31 @@ impl Node {
                     hash: plan::container_hash(c),
                     image_pull_backoff,
                     post_start_failure_kill,
+                    target_container_id: None,
                 });
             }
             v
         };
+        // ephemeral containers first (kubelet SyncPod step 5), each in the PID namespace of
+        // its target's newest instance
+        let ephemeral_specs = spec.and_then(|s| s.ephemeral_containers.as_deref());
+        let ephemerals = pod::ephemeral_containers(p);
+        out.start_ephemeral = starts(
+            ContainerKind::Ephemeral,
+            &actions.ephemeral_containers_to_start,
+            &ephemerals,
+            self,
+            false,
+        );
+        for s in &mut out.start_ephemeral {
+            let target = ephemeral_specs
+                .and_then(|e| e.get(s.index))
+                .and_then(|e| e.target_container_name.as_deref());
+            s.target_container_id = target.and_then(|t| {
+                let newest = runtime.containers.iter().find(|c| c.name == t);
+                newest.map(|c| c.id.clone())
+            });
+        }
         let inits = spec
             .and_then(|s| s.init_containers.as_deref())
             .unwrap_or_default();

@@ -3,7 +3,7 @@
 //! Owns the annotation names and the helpers (`full_name`, `is_static`, `is_mirror`,
 //! phase checks). Must not mutate pods: pods in events are shared behind `Arc`.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
 
 use super::uid::Uid;
 
@@ -109,6 +109,50 @@ pub fn termination_grace_period_s(pod: &Pod) -> Option<i64> {
 /// The number of app containers in the spec.
 pub fn container_count(pod: &Pod) -> usize {
     pod.spec.as_ref().map_or(0, |s| s.containers.len())
+}
+
+/// An ephemeral container as the container it runs as (the kubelet's
+/// `(*v1.Container)(&ec.EphemeralContainerCommon)`): every field but `targetContainerName`.
+pub fn ephemeral_as_container(ec: &EphemeralContainer) -> Container {
+    let ec = ec.clone();
+    Container {
+        args: ec.args,
+        command: ec.command,
+        env: ec.env,
+        env_from: ec.env_from,
+        image: ec.image,
+        image_pull_policy: ec.image_pull_policy,
+        lifecycle: ec.lifecycle,
+        liveness_probe: ec.liveness_probe,
+        name: ec.name,
+        ports: ec.ports,
+        readiness_probe: ec.readiness_probe,
+        resize_policy: ec.resize_policy,
+        resources: ec.resources,
+        restart_policy: ec.restart_policy,
+        restart_policy_rules: ec.restart_policy_rules,
+        security_context: ec.security_context,
+        startup_probe: ec.startup_probe,
+        stdin: ec.stdin,
+        stdin_once: ec.stdin_once,
+        termination_message_path: ec.termination_message_path,
+        termination_message_policy: ec.termination_message_policy,
+        tty: ec.tty,
+        volume_devices: ec.volume_devices,
+        volume_mounts: ec.volume_mounts,
+        working_dir: ec.working_dir,
+    }
+}
+
+/// The pod's ephemeral containers as containers, in spec order.
+pub fn ephemeral_containers(pod: &Pod) -> Vec<Container> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(ephemeral_as_container)
+        .collect()
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! run: it translates one container of a plan the core made. Errors are
 //! `CreateContainerConfigError`s that name the pod, container and field.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -243,12 +244,40 @@ fn linux_config(p: &Pod, c: &Container) -> Result<v1::LinuxContainerConfig, Conf
     })
 }
 
-/// The spec container a start refers to.
-pub fn spec_container<'a>(p: &'a Pod, start: &ContainerStart) -> Option<&'a Container> {
+/// The spec container a start refers to (an ephemeral container as the container it runs as).
+pub fn spec_container<'a>(p: &'a Pod, start: &ContainerStart) -> Option<Cow<'a, Container>> {
     let spec = p.spec.as_ref()?;
     match start.kind {
-        ContainerKind::Init => spec.init_containers.as_ref()?.get(start.index),
-        ContainerKind::Regular => spec.containers.get(start.index),
+        ContainerKind::Init => spec
+            .init_containers
+            .as_ref()?
+            .get(start.index)
+            .map(Cow::Borrowed),
+        ContainerKind::Regular => spec.containers.get(start.index).map(Cow::Borrowed),
+        ContainerKind::Ephemeral => {
+            let e = spec.ephemeral_containers.as_ref()?.get(start.index)?;
+            Some(Cow::Owned(pod::ephemeral_as_container(e)))
+        }
+    }
+}
+
+/// The runtime ID of the container an ephemeral container targets (kuberuntime
+/// `getTargetID`): `None` without a `targetContainerName`; an error when the target has no
+/// instance in the runtime.
+fn ephemeral_target(p: &Pod, start: &ContainerStart) -> Result<Option<String>, ConfigError> {
+    if start.kind != ContainerKind::Ephemeral {
+        return Ok(None);
+    }
+    let target = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_ref()?.get(start.index))
+        .and_then(|e| e.target_container_name.as_deref())
+        .filter(|t| !t.is_empty());
+    match (target, &start.target_container_id) {
+        (None, _) => Ok(None),
+        (Some(_), Some(id)) => Ok(Some(id.clone())),
+        (Some(t), None) => Err(ConfigError(format!("unable to find target container {t}"))),
     }
 }
 
@@ -281,6 +310,17 @@ pub fn container_config(
             start.index
         ))
     })?;
+    let c: &Container = &c;
+    let mut linux = linux_config(p, c)?;
+    if let Some(target) = ephemeral_target(p, start)? {
+        let ns = linux
+            .security_context
+            .get_or_insert_with(Default::default)
+            .namespace_options
+            .get_or_insert_with(Default::default);
+        ns.pid = v1::NamespaceMode::Target as i32;
+        ns.target_id = target;
+    }
     let envs = resolve_env(ctx, p, c, pod_ip, secrets)?;
     let env_map: BTreeMap<&str, &str> = envs
         .iter()
@@ -324,6 +364,7 @@ pub fn container_config(
         match start.kind {
             ContainerKind::Init => "init",
             ContainerKind::Regular => "regular",
+            ContainerKind::Ephemeral => "ephemeral",
         }
         .into(),
     );
@@ -346,7 +387,7 @@ pub fn container_config(
         labels,
         annotations,
         log_path: container_log_path(&c.name, start.restart_count),
-        linux: Some(linux_config(p, c)?),
+        linux: Some(linux),
         stdin: c.stdin.unwrap_or(false),
         stdin_once: c.stdin_once.unwrap_or(false),
         tty: c.tty.unwrap_or(false),

@@ -315,7 +315,9 @@ impl Executor {
                 }
             }
         }
-        if sandbox_id.is_empty() && !(plan.start_init.is_empty() && plan.start.is_empty()) {
+        let starts_nothing =
+            plan.start_ephemeral.is_empty() && plan.start_init.is_empty() && plan.start.is_empty();
+        if sandbox_id.is_empty() && !starts_nothing {
             return SyncOutcome::Failed {
                 message: format!(
                     "no sandbox to start containers of pod {}/{} in",
@@ -327,7 +329,7 @@ impl Executor {
         let sandbox_config = cri_config::sandbox_config(&self.ctx, p, attempt);
         // the pod's volumes, before any container starts (kubelet WaitForAttachAndMount); a
         // failure fails each start with CreateContainerConfigError naming the volume
-        let volumes = if plan.start_init.is_empty() && plan.start.is_empty() {
+        let volumes = if starts_nothing {
             Ok(Default::default())
         } else {
             match self.projector.prepare(p).await {
@@ -341,12 +343,17 @@ impl Executor {
             pod_ip: &pod_ip,
             volumes: &volumes,
         };
-        // 4. init containers in order: a failure stops here (a sidecar failure does not)
+        // 4. ephemeral containers (`kubectl debug`): a failure is recorded, the rest go on
+        for s in &plan.start_ephemeral {
+            if let Err(e) = self.start_container(step, p, &target, s).await {
+                errors.push(e);
+            }
+        }
+        // 5. init containers in order: a failure stops here (a sidecar failure does not)
         for s in &plan.start_init {
             if let Err(e) = self.start_container(step, p, &target, s).await {
                 let sidecar = cri_config::spec_container(p, s)
-                    .and_then(|c| c.restart_policy.as_deref())
-                    == Some("Always");
+                    .is_some_and(|c| c.restart_policy.as_deref() == Some("Always"));
                 errors.push(e);
                 if !sidecar {
                     return SyncOutcome::Failed {
@@ -355,7 +362,7 @@ impl Executor {
                 }
             }
         }
-        // 5. regular containers: failures are recorded and the others still start
+        // 6. regular containers: failures are recorded and the others still start
         for s in &plan.start {
             if let Err(e) = self.start_container(step, p, &target, s).await {
                 errors.push(e);
@@ -391,7 +398,7 @@ impl Executor {
         metrics::counter!(STARTED_CONTAINERS_TOTAL, "container_type" => container_type)
             .increment(1);
         let result = self
-            .create_and_start(step, p, target, s, c, &image, &who)
+            .create_and_start(step, p, target, s, &c, &image, &who)
             .await;
         if let Err((code, _)) = &result {
             metrics::counter!(

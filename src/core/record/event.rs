@@ -182,14 +182,14 @@ pub enum RuntimeAction {
     CreateContainer {
         /// Container name.
         container: String,
-        /// Init or regular.
+        /// Init, regular or ephemeral.
         kind: ContainerKind,
     },
     /// `StartContainer`.
     StartContainer {
         /// Container name.
         container: String,
-        /// Init or regular.
+        /// Init, regular or ephemeral.
         kind: ContainerKind,
         /// Runtime ID.
         id: String,
