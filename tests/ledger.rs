@@ -130,6 +130,7 @@ fn one_of_each_kind() -> Vec<Event> {
             network_ready: true,
             pleg_healthy: true,
             message: "container runtime is down".into(),
+            network_message: String::new(),
         }),
         Event::NodeSyncFinished(NodeSyncFinished {
             action: NodeAction::CreateMirrorPod,
@@ -222,6 +223,26 @@ fn a_runtime_status_written_before_read_after_seq_counts_as_read_just_before_its
         ..o.clone()
     };
     assert_eq!(stamped.fresh_as_of(r.seq), 3);
+}
+
+#[test]
+fn a_runtime_health_written_before_network_message_names_the_network_generically() {
+    let line = r#"{"seq":4,"at":"2026-01-01T00:00:00Z","kind":"RuntimeHealth","event":{"runtime_ready":true,"network_ready":false,"pleg_healthy":true,"message":"container runtime network not ready: NetworkReady=false"}}"#;
+    let Line::Record(r) = codec::decode_line::<Node>(line, 1).unwrap() else {
+        panic!("not a record");
+    };
+    let Event::RuntimeHealth(h) = &r.event else {
+        panic!("{:?}", r.event);
+    };
+    assert_eq!(
+        h.network_error(),
+        Some("container runtime network not ready")
+    );
+    let ready = RuntimeHealth {
+        network_ready: true,
+        ..h.clone()
+    };
+    assert_eq!(ready.network_error(), None);
 }
 
 fn read_all(text: &str) -> Result<Vec<Line<Node>>, ledgerlet::ledger::DecodeError> {

@@ -22,6 +22,7 @@ use super::node::Node;
 use super::plan::{self, KillReason};
 use super::pod;
 use super::pod_status::{self, StatusInputs};
+use super::pod_workers::NETWORK_NOT_READY_ERROR;
 use super::reason_cache::StartFailure;
 use super::runtime_status::{ContainerState, RuntimePodStatus};
 use super::status::StatusUpdate;
@@ -210,6 +211,15 @@ impl Node {
         terminal
     }
 
+    /// SyncPod's network gate: `network is not ready: …` while the last runtime health record
+    /// says the network is not ready and `p` does not use the host network. Before the first
+    /// record the network counts as ready (the kubelet starts from "network state unknown").
+    fn network_not_ready(&self, p: &Pod) -> Option<String> {
+        let health = self.node_status.health.as_ref()?;
+        let err = health.network_error()?;
+        (!pod_status::spec::is_host_network(p)).then(|| format!("{NETWORK_NOT_READY_ERROR}: {err}"))
+    }
+
     /// Completes the sync commands the pod workers emitted in this fold (`out[from..]`).
     pub(super) fn prepare_syncs(&mut self, from: usize, out: &mut Vec<Command>, now: Time) {
         let mut i = from;
@@ -247,6 +257,17 @@ impl Node {
                             sync_id: c.sync_id,
                             work: WorkType::Sync,
                             outcome: SyncOutcome::Terminal,
+                        })))
+                    } else if let Some(message) = self.network_not_ready(&c.pod) {
+                        // RT-46: only host-network pods start while the network is not
+                        // ready; the worker retries after the short transient backoff
+                        let reason = "NetworkNotReady";
+                        extra.push(event(&c.pod, EventType::Warning, reason, message.clone()));
+                        Some(Command::Append(Event::SyncFinished(SyncFinished {
+                            uid,
+                            sync_id: c.sync_id,
+                            work: WorkType::Sync,
+                            outcome: SyncOutcome::Failed { message },
                         })))
                     } else {
                         let p = c.pod.clone();

@@ -166,6 +166,7 @@ impl HealthTracker {
             network_ready,
             pleg_healthy,
             message: aggregate(&errors),
+            network_message: self.network_error.clone().unwrap_or_default(),
         })
     }
 }

@@ -68,6 +68,7 @@ fn health(
         network_ready,
         pleg_healthy,
         message: msg.into(),
+        network_message: String::new(),
     }
 }
 

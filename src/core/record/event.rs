@@ -306,6 +306,22 @@ pub struct RuntimeHealth {
     /// Why not ready, if not (e.g. "container runtime is down").
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The network's part of `message` (kubelet `runtimeState.networkErrors`), what a pod's
+    /// `NetworkNotReady` names; empty while the network is ready.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub network_message: String,
+}
+
+impl RuntimeHealth {
+    /// `networkErrors()`: why the network is not ready, `None` if it is. A record from before
+    /// `network_message` existed gives the generic text.
+    pub fn network_error(&self) -> Option<&str> {
+        match (self.network_ready, self.network_message.as_str()) {
+            (true, _) => None,
+            (false, "") => Some("container runtime network not ready"),
+            (false, m) => Some(m),
+        }
+    }
 }
 
 /// Which node write finished.

@@ -40,13 +40,19 @@ fn ready(t: &str) -> v1::RuntimeCondition {
     cond(t, true, "", "")
 }
 
+/// A record; `network_message` is the network's error, if `message` holds one.
 fn health(runtime: bool, network: bool, pleg: bool, message: &str) -> RuntimeHealth {
-    let message = message.into();
+    let network_message = message
+        .trim_matches(['[', ']'])
+        .split(", ")
+        .find(|e| e.starts_with("container runtime network") || e.starts_with("network state"))
+        .unwrap_or_default();
     RuntimeHealth {
         runtime_ready: runtime,
         network_ready: network,
         pleg_healthy: pleg,
-        message,
+        message: message.into(),
+        network_message: network_message.into(),
     }
 }
 

@@ -1,18 +1,21 @@
-//! RT-47 in the pure core: an ephemeral container added to a running pod (`kubectl debug`)
-//! is planned once, before init and regular containers, with its target's runtime ID; once
-//! it has an instance it is never started again, whatever its exit.
+//! The kubelet's SyncPod in the pure core, past the status: RT-46's network gate (only
+//! host-network pods start while the runtime's network is not ready; the others fail the
+//! sync with `NetworkNotReady` and are retried after 1 s) and RT-47's ephemeral containers
+//! (planned once, before init and regular containers, with their target's runtime ID).
 
 mod support;
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
-use ledgerlet::core::command::{Command, ContainerKind, ContainerStart};
-use ledgerlet::core::record::event::SyncOutcome;
-use ledgerlet::core::record::Time;
+use ledgerlet::core::command::{Command, ContainerKind, ContainerStart, EventType};
+use ledgerlet::core::config::PodSource;
+use ledgerlet::core::record::event::{PodConfigChange, RuntimeHealth, SyncOutcome};
+use ledgerlet::core::record::{Event, Time};
 use ledgerlet::core::runtime_status::{
     ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
 };
+use ledgerlet::core::timers::TimerKey;
 use ledgerlet::core::update::UpdateType;
 use support::core_harness::{pod, uid, Harness};
 
@@ -128,4 +131,73 @@ fn rt_47_an_ephemeral_container_without_a_target_shares_no_pid_namespace() {
     let starts = ephemeral_starts(&cmds).expect("a SyncPod");
     assert_eq!(starts.len(), 1);
     assert_eq!(starts[0].target_container_id, None);
+}
+
+fn network(ready: bool) -> Event {
+    let message = "container runtime network not ready: NetworkReady=false \
+                   reason:NetworkPluginNotReady message:cni plugin not initialized";
+    Event::RuntimeHealth(RuntimeHealth {
+        runtime_ready: true,
+        network_ready: ready,
+        pleg_healthy: true,
+        message: if ready { "" } else { message }.into(),
+        network_message: if ready { "" } else { message }.into(),
+    })
+}
+
+fn add(h: &mut Harness, p: &Arc<Pod>) -> Vec<Command> {
+    h.submit(Event::PodAdded(PodConfigChange {
+        source: PodSource::File,
+        pod: p.clone(),
+    }))
+}
+
+fn has_sync_pod(cmds: &[Command]) -> bool {
+    cmds.iter().any(|c| matches!(c, Command::SyncPod(_)))
+}
+
+#[test]
+fn rt_46_while_the_network_is_not_ready_only_host_network_pods_start() {
+    // pods from the file source, so the pod manager has them for the retry
+    let mut h = Harness::with_file_source();
+    h.submit(network(false));
+    let plain = pod("1", "p", "ns").static_pod().build();
+    let mut host = (*pod("2", "h", "ns").static_pod().build()).clone();
+    host.spec.as_mut().unwrap().host_network = Some(true);
+    let host = Arc::new(host);
+    add(&mut h, &plain);
+    let t = h.now;
+    let cmds = h.respond("1");
+    assert!(
+        !has_sync_pod(&cmds),
+        "no runtime plan for a pod without network"
+    );
+    let ev = cmds
+        .iter()
+        .find_map(|c| match c {
+            Command::RecordEvent(e) if e.reason == "NetworkNotReady" => Some(e),
+            _ => None,
+        })
+        .expect("a NetworkNotReady event");
+    assert_eq!(ev.event_type, EventType::Warning);
+    assert_eq!(
+        ev.message,
+        "network is not ready: container runtime network not ready: NetworkReady=false \
+         reason:NetworkPluginNotReady message:cni plugin not initialized"
+    );
+    let (_, due) = h.timer(&TimerKey::PodWork { uid: uid("1") }).unwrap();
+    let retry_ms = due.since(t).as_millis();
+    assert!(
+        (1_000..1_500).contains(&retry_ms),
+        "retried after {retry_ms} ms"
+    );
+    add(&mut h, &host);
+    assert!(has_sync_pod(&h.respond("2")), "a host-network pod starts");
+    // the network comes up: the retry starts the pod
+    h.submit(network(true));
+    let mut cmds = h.fire(TimerKey::PodWork { uid: uid("1") });
+    if h.awaiting_status("1") {
+        cmds = h.respond("1");
+    }
+    assert!(has_sync_pod(&cmds), "{cmds:#?}");
 }
