@@ -1434,7 +1434,7 @@ fn rt_43_a_failed_pod_kill_records_failed_to_kill_pod_and_is_retried() {
             })
             .collect()
     };
-    let message = "error killing pod: failed to stop sandbox sb: rpc error: code = Unknown";
+    let message = "error killing pod: failed to \"KillPodSandbox\" for \"sb\" with KillPodSandboxError: \"rpc error: code = Unknown\"";
     let cmds = h.finish(
         "1",
         SyncOutcome::Failed {

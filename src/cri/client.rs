@@ -102,6 +102,16 @@ impl CriError {
         }
     }
 
+    /// The error as a Go gRPC client prints it (`rpc error: code = Unknown desc = …`), the
+    /// text the kubelet puts in its sync results and Events.
+    pub fn grpc_text(&self) -> String {
+        let desc = match self {
+            CriError::Rpc { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        format!("rpc error: code = {:?} desc = {desc}", self.code())
+    }
+
     /// True when the runtime said the object does not exist.
     pub fn is_not_found(&self) -> bool {
         self.code() == Code::NotFound

@@ -724,7 +724,7 @@ impl Executor {
             Ok(()) => (ok(None, None), Ok(())),
             Err(e) if e.is_not_found() => (ok(None, Some("already gone".into())), Ok(())),
             Err(e) => {
-                let msg = format!("failed to kill container {} ({}): {e}", k.name, k.id);
+                let msg = sync_result_error("KillContainer", &k.name, "KillContainerError", &e);
                 (failed("KillContainerError", msg.clone()), Err(msg))
             }
         };
@@ -769,7 +769,7 @@ impl Executor {
             let action = RuntimeAction::StopSandbox { id: id.clone() };
             let outcome = match self.cri.stop_pod_sandbox(id).await {
                 Err(e) if !e.is_not_found() => {
-                    let msg = format!("failed to stop sandbox {id}: {e}");
+                    let msg = sync_result_error("KillPodSandbox", id, "KillPodSandboxError", &e);
                     errors.push(msg.clone());
                     failed("KillPodSandboxError", msg)
                 }
@@ -777,10 +777,11 @@ impl Executor {
             };
             step.report(action, outcome, started).await;
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
+        match errors.len() {
+            0 => Ok(()),
+            // utilerrors.NewAggregate: one error as itself, several in brackets
+            1 => Err(errors.remove(0)),
+            _ => Err(format!("[{}]", errors.join(", "))),
         }
     }
 
@@ -1001,6 +1002,15 @@ impl Turns {
             tx.send_replace(true);
         }
     }
+}
+
+/// A failed step as the kubelet's `PodSyncResult.Error` words it:
+/// `failed to "KillPodSandbox" for "ID" with KillPodSandboxError: "rpc error: …"`.
+fn sync_result_error(action: &str, target: &str, error: &str, e: &CriError) -> String {
+    format!(
+        "failed to {action:?} for {target:?} with {error}: {:?}",
+        e.grpc_text()
+    )
 }
 
 #[cfg(test)]
