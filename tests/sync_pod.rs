@@ -1,14 +1,15 @@
-//! The kubelet's SyncPod in the pure core, past the status: RT-46's network gate (only
-//! host-network pods start while the runtime's network is not ready; the others fail the
-//! sync with `NetworkNotReady` and are retried after 1 s) and RT-47's ephemeral containers
-//! (planned once, before init and regular containers, with their target's runtime ID).
+//! The kubelet's sync methods in the pure core, past the pod workers: RT-46's network gate
+//! (only host-network pods start while the runtime's network is not ready; the others fail
+//! the sync with `NetworkNotReady` and are retried after 1 s), RT-47's ephemeral containers
+//! (planned once, before init and regular containers, with their target's runtime ID), and
+//! RT-43's terminal status right after a successful kill.
 
 mod support;
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
-use ledgerlet::core::command::{Command, ContainerKind, ContainerStart, EventType};
+use ledgerlet::core::command::{Command, ContainerKind, ContainerStart, EventType, WorkType};
 use ledgerlet::core::config::PodSource;
 use ledgerlet::core::record::event::{PodConfigChange, RuntimeHealth, SyncOutcome};
 use ledgerlet::core::record::{Event, Time};
@@ -200,4 +201,43 @@ fn rt_46_while_the_network_is_not_ready_only_host_network_pods_start() {
         cmds = h.respond("1");
     }
     assert!(has_sync_pod(&cmds), "{cmds:#?}");
+}
+
+#[test]
+fn rt_43_the_stopped_pods_terminal_phase_is_recorded_when_the_kill_succeeds() {
+    let mut h = Harness::new();
+    let p = pod("1", "p", "ns").build();
+    h.runtime.insert(
+        uid("1"),
+        runtime(vec![container("c1", "main", ContainerState::Running)]),
+    );
+    h.update(UpdateType::Create, &p);
+    h.drain();
+    let deleted = pod("1", "p", "ns").deleted(30).build();
+    h.update(UpdateType::Update, &deleted);
+    for _ in 0..5 {
+        if h.syncing("1").is_some() {
+            break;
+        }
+        h.respond("1");
+    }
+    assert_eq!(h.syncing("1").map(|(_, w)| w), Some(WorkType::Terminating));
+    // the shell reads the stopped pod after the kill, then reports the sync finished
+    let mut killed = container("c1", "main", ContainerState::Exited);
+    killed.exit_code = 137;
+    killed.finished_at = Some(Time::from_unix_secs(2));
+    let mut stopped = runtime(vec![killed]);
+    stopped.sandboxes[0].state = SandboxState::SandboxNotready;
+    h.runtime.insert(uid("1"), stopped);
+    h.respond("1");
+    h.finish("1", SyncOutcome::Ok);
+    assert!(
+        h.syncing("1").is_none(),
+        "SyncTerminatedPod has not run yet"
+    );
+    let status = &h.node().statuses.get(&uid("1")).expect("a status").status;
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    let main = &status.container_statuses.as_ref().unwrap()[0];
+    let exit = main.state.as_ref().and_then(|s| s.terminated.as_ref());
+    assert_eq!(exit.map(|t| t.exit_code), Some(137));
 }

@@ -141,7 +141,7 @@ impl Node {
     /// `SetPodStatus`), applying `status_override` last. Returns true if the generated phase
     /// is terminal. A generation whose inputs are those of the one that left the cached version
     /// is skipped (`core::status_memo`).
-    fn update_api_status(
+    pub(super) fn update_api_status(
         &mut self,
         uid: &Uid,
         p: &Arc<Pod>,
@@ -209,6 +209,27 @@ impl Node {
             }
         }
         terminal
+    }
+
+    /// The last step of `SyncTerminatingPod` (RT-43): once the kill succeeded, the status of
+    /// the stopped pod with its terminal phase (`generateAPIPodStatus(…, podIsTerminal)`),
+    /// from the runtime status the shell read after the kill. Skipped while the cache still
+    /// shows a running container (SyncTerminatedPod then reports it).
+    pub(super) fn report_stopped_pod(&mut self, uid: &Uid, now: Time) {
+        let Some(p) = self
+            .pod_workers
+            .status(uid)
+            .and_then(|s| s.last_pod().cloned())
+        else {
+            return;
+        };
+        let Ok(runtime) = self.runtime.get(uid) else {
+            return;
+        };
+        if runtime.has_running() {
+            return;
+        }
+        self.update_api_status(uid, &p, &runtime, true, None, now);
     }
 
     /// SyncPod's network gate: `network is not ready: …` while the last runtime health record

@@ -200,8 +200,10 @@ impl Node {
                     && f.outcome == SyncOutcome::Ok
                     && self.pod_workers.is_sync_in_flight(&f.uid, f.sync_id);
                 if containers_stopped {
-                    // SyncTerminatingPod step 4 (RT-43): probeManager.RemovePod
+                    // SyncTerminatingPod steps 4–5 (RT-43): probeManager.RemovePod, then the
+                    // stopped pod's terminal status
                     self.probes_remove_pod(&f.uid, out);
+                    self.report_stopped_pod(&f.uid, now);
                 }
                 self.pod_workers.on_sync_finished(cx!(self, record, out), f);
             }

@@ -799,6 +799,7 @@ impl Executor {
             };
         }
         for round in 0..2 {
+            let read_after = self.report.folded_seq();
             let status = match runtime_view::pod_status(&self.cri, &step.uid).await {
                 Ok(s) => s,
                 Err(e) => {
@@ -819,6 +820,17 @@ impl Executor {
                 .map(|s| s.id.clone())
                 .collect();
             if running.is_empty() && ready_sandboxes.is_empty() {
+                // the stopped pod, with its exit codes, for its terminal status (RT-43); an
+                // observation like a relist's (no command asked for it)
+                let event = RuntimeStatusObserved {
+                    uid: step.uid.clone(),
+                    status: (!status.is_empty()).then(|| Arc::new(status)),
+                    error: None,
+                    read_after_seq: Some(read_after),
+                };
+                self.report
+                    .send(Event::RuntimeStatusObserved(event), None)
+                    .await;
                 return SyncOutcome::Ok;
             }
             if round == 1 {
