@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::api::ApiClient;
+use super::key_objects::{get_opt, KeyObject};
 use super::redact::Redactor;
 use crate::core::pod;
 
@@ -365,46 +366,6 @@ pub fn downward_field(p: &Pod, field_path: &str) -> Result<String, String> {
     })
 }
 
-/// The value of a `resourceFieldRef` from the container's own limits or requests (a limit
-/// that is not set would be the node's allocatable: not supported).
-fn resource_field(
-    p: &Pod,
-    r: &k8s_openapi::api::core::v1::ResourceFieldSelector,
-) -> Result<String, String> {
-    use crate::core::pod_status::quantity::parse_nanos;
-    let cname = r.container_name.as_deref().unwrap_or_default();
-    let c = super::cri_config::container_named(p, cname)
-        .ok_or_else(|| format!("resourceFieldRef: container {cname:?} is not in the pod"))?;
-    let (kind, res) = r
-        .resource
-        .split_once('.')
-        .ok_or_else(|| format!("resourceFieldRef: {:?} is not a resource", r.resource))?;
-    let res_ = c.resources.as_ref();
-    let q = match kind {
-        "limits" => res_.and_then(|x| x.limits.as_ref()),
-        "requests" => res_.and_then(|x| x.requests.as_ref()),
-        _ => None,
-    }
-    .and_then(|m| m.get(res))
-    .ok_or_else(|| {
-        format!(
-            "resourceFieldRef {:?} of container {cname:?} is not set (the node's allocatable \
-             default is not supported)",
-            r.resource
-        )
-    })?;
-    let value = parse_nanos(&q.0).ok_or_else(|| format!("{:?} is not a quantity", q.0))?;
-    let divisor = match &r.divisor {
-        Some(d) => parse_nanos(&d.0).ok_or_else(|| format!("{:?} is not a quantity", d.0))?,
-        None => 1_000_000_000,
-    };
-    if divisor <= 0 {
-        return Err("resourceFieldRef: the divisor must be positive".into());
-    }
-    // the kubelet rounds up
-    Ok(((value + divisor - 1) / divisor).to_string())
-}
-
 fn mode_of(m: Option<i32>, default: u32) -> u32 {
     m.map_or(default, |m| (m as u32) & 0o7777)
 }
@@ -420,7 +381,8 @@ pub fn downward_payload(
         let value = if let Some(f) = &item.field_ref {
             downward_field(p, &f.field_path)
         } else if let Some(r) = &item.resource_field_ref {
-            resource_field(p, r)
+            // the node's allocatable for an unset limit is not read here yet
+            super::resource_field::value(p, None, r, None)
         } else {
             Err("neither fieldRef nor resourceFieldRef".into())
         }
@@ -529,47 +491,6 @@ fn sources(v: &Volume) -> (Option<i32>, Vec<(String, Option<Source<'_>>)>) {
         (d.default_mode, one(downward(&d.items)))
     } else {
         (None, Vec::new())
-    }
-}
-
-/// A ConfigMap or a Secret: an object whose keys a volume projects as files.
-trait KeyObject:
-    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-    + Clone
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-{
-    /// The source's field in a volume (`configMap`, `secret`).
-    const FIELD: &'static str;
-    /// Its keys and values (a Secret registers its values with `redactor` first).
-    fn keys(self, redactor: &Redactor) -> BTreeMap<String, Vec<u8>>;
-}
-
-impl KeyObject for ConfigMap {
-    const FIELD: &'static str = "configMap";
-    fn keys(self, _: &Redactor) -> BTreeMap<String, Vec<u8>> {
-        let text = self.data.into_iter().flatten();
-        let binary = self.binary_data.into_iter().flatten();
-        text.map(|(k, v)| (k, v.into_bytes()))
-            .chain(binary.map(|(k, v)| (k, v.0)))
-            .collect()
-    }
-}
-
-impl KeyObject for Secret {
-    const FIELD: &'static str = "secret";
-    fn keys(self, redactor: &Redactor) -> BTreeMap<String, Vec<u8>> {
-        let data = self.data.into_iter().flatten();
-        let text = self.string_data.into_iter().flatten();
-        let keys: BTreeMap<String, Vec<u8>> = data
-            .map(|(k, v)| (k, v.0))
-            .chain(text.map(|(k, v)| (k, v.into_bytes())))
-            .collect();
-        // registered before anything else sees them
-        for v in keys.values() {
-            redactor.register(&String::from_utf8_lossy(v));
-        }
-        keys
     }
 }
 
@@ -724,11 +645,9 @@ impl Projector {
         let (ns, name, kind) = (pod::namespace(p), s.name, K::kind(&()));
         let what = format!("{at}{} {name:?}", K::FIELD);
         let api = self.api(&what)?;
-        let objects: kube::Api<K> = kube::Api::namespaced(api.client(), ns);
-        let found = api
-            .call("GET", objects.get_opt(name))
+        let found = get_opt::<K>(api, ns, name)
             .await
-            .map_err(|e| format!("{what}: cannot read {kind} {ns}/{name}: {e}"))?;
+            .map_err(|e| format!("{what}: {e}"))?;
         let Some(object) = found else {
             if s.optional {
                 return Ok(Payload::new());
