@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod cri_config;
+pub mod env;
 pub mod events;
 pub mod executor;
 pub mod hooks;
@@ -19,7 +20,6 @@ pub mod redact;
 pub mod resource_field;
 pub mod runtime_health;
 pub mod runtime_view;
-pub mod secrets;
 pub mod timers;
 pub mod volumes;
 
