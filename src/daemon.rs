@@ -510,7 +510,8 @@ impl Daemon {
             cluster.as_ref().map(|c| c.api.clone()),
             redactor.clone(),
             opts.root_dir.join("pods"),
-        );
+        )
+        .on_node(&opts.node_name);
         executor = executor.with_projector(projector.clone());
         tokio::spawn(projector.run());
         let daemon = Daemon {

@@ -97,13 +97,14 @@ fn assert_vars(env: &BTreeMap<String, String>, want: &[(&str, &str)]) {
     }
 }
 
-fn node_allocatable_memory_bytes(admin: &Kube) -> String {
+/// The node's allocatable `resource` in units of `per` nano-units (1e9: units, 1e6: milli).
+fn node_allocatable(admin: &Kube, resource: &str, per: i128) -> String {
     let node = admin.run(admin.all::<Node>().get(NODE)).unwrap();
-    let q = node.status.unwrap().allocatable.unwrap()["memory"]
+    let q = node.status.unwrap().allocatable.unwrap()[resource]
         .0
         .clone();
     let nanos = ledgerlet::core::pod_status::quantity::parse_nanos(&q).unwrap();
-    (nanos / 1_000_000_000).to_string()
+    (nanos / per).to_string()
 }
 
 /// ENV-01, ENV-02, ENV-03: ConfigMap and Secret keys, optional references left out, every
@@ -181,7 +182,7 @@ fn a_container_sees_config_map_secret_field_and_resource_references_as_the_kubel
     let status = running.status.unwrap();
     let (host_ip, pod_ip) = (status.host_ip.unwrap(), status.pod_ip.unwrap());
     let uid = created.metadata.uid.unwrap();
-    let mem_limit = node_allocatable_memory_bytes(&admin);
+    let mem_limit = node_allocatable(&admin, "memory", 1_000_000_000);
     assert_vars(
         &got,
         &[
@@ -480,4 +481,41 @@ fn a_secret_value_in_env_reaches_the_container_but_not_the_ledger_or_the_log() {
             "a Secret value in the agent's log"
         );
     }
+}
+
+/// ENV-02 in a volume: a downward API volume's `resourceFieldRef` to an unset limit is the
+/// node's allocatable too, as in env.
+#[test]
+fn a_downward_api_volume_gives_the_nodes_allocatable_for_an_unset_limit_as_env_does() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let ns = "env-volume";
+    namespace(&admin, ns);
+    let item = |path: &str, resource: &str, divisor: &str| {
+        serde_json::json!({"path": path, "resourceFieldRef": {
+            "containerName": "main", "resource": resource, "divisor": divisor}})
+    };
+    let script = "echo MEM=$(cat /info/mem) CPU=$(cat /info/cpu) REQ=$(cat /info/req)";
+    let mut p = pod(
+        ns,
+        "downward",
+        script,
+        serde_json::json!({
+            "resources": {"requests": {"cpu": "100m"}},
+            "volumeMounts": [{"name": "info", "mountPath": "/info"}]
+        }),
+    );
+    p["spec"]["volumes"] = serde_json::json!([{"name": "info", "downwardAPI": {"items": [
+        item("mem", "limits.memory", "1"),
+        item("cpu", "limits.cpu", "1m"),
+        item("req", "requests.cpu", "1m"),
+    ]}}]);
+    create::<Pod>(&admin, &admin.api(ns), p);
+    let lines = output(c, &admin, ns, "downward");
+    let want = format!(
+        "MEM={} CPU={} REQ=100",
+        node_allocatable(&admin, "memory", 1_000_000_000),
+        node_allocatable(&admin, "cpu", 1_000_000)
+    );
+    assert_eq!(lines, [want]);
 }

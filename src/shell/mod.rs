@@ -13,6 +13,7 @@ pub mod hooks;
 pub mod http_get;
 pub mod key_objects;
 pub mod machine;
+pub mod node_allocatable;
 pub mod pod_cidr;
 pub mod prober;
 pub mod projected;

@@ -3,7 +3,8 @@
 //!
 //! Owns: resolving each source (ServiceAccount tokens through the TokenRequest API, bound to
 //! the pod; ConfigMaps and Secrets by GET under the API client's rate limit; downward API
-//! fields from the pod), writing them with the kubelet's AtomicWriter layout under
+//! fields from the pod, and the node's allocatable for a `resourceFieldRef` to an unset
+//! limit), writing them with the kubelet's AtomicWriter layout under
 //! `<pods_dir>/<uid>/volumes/kubernetes.io~projected/<name>/` (or `~configmap`, `~secret`,
 //! `~downward-api`), the token manager's bounded cache and refresh rule ([`needs_refresh`]),
 //! and the periodic rewrite of the volumes of the pods it prepared ([`Projector::run`]).
@@ -24,6 +25,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount,
     ServiceAccountTokenProjection, Volume,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::api::ApiClient;
 use super::key_objects::{get_opt, KeyObject};
@@ -370,19 +372,20 @@ fn mode_of(m: Option<i32>, default: u32) -> u32 {
     m.map_or(default, |m| (m as u32) & 0o7777)
 }
 
-/// The downward API items of a volume or projection.
+/// The downward API items of a volume or projection; `allocatable` is the node's, for a
+/// `resourceFieldRef` to an unset limit.
 pub fn downward_payload(
     p: &Pod,
     items: &[DownwardAPIVolumeFile],
     default_mode: u32,
+    allocatable: Option<&BTreeMap<String, Quantity>>,
 ) -> Result<Payload, String> {
     let mut out = Payload::new();
     for (i, item) in items.iter().enumerate() {
         let value = if let Some(f) = &item.field_ref {
             downward_field(p, &f.field_path)
         } else if let Some(r) = &item.resource_field_ref {
-            // the node's allocatable for an unset limit is not read here yet
-            super::resource_field::value(p, None, r, None)
+            super::resource_field::value(p, None, r, allocatable)
         } else {
             Err("neither fieldRef nor resourceFieldRef".into())
         }
@@ -421,6 +424,8 @@ pub struct Projector {
     api: Option<ApiClient>,
     redactor: Redactor,
     pods_dir: PathBuf,
+    /// The node whose allocatable an unset limit is (empty: not known).
+    node_name: String,
     state: Arc<Mutex<State>>,
 }
 
@@ -502,7 +507,34 @@ impl Projector {
             api,
             redactor,
             pods_dir,
+            node_name: String::new(),
             state: Arc::default(),
+        }
+    }
+
+    /// The same projector on the node `node_name`: a downward API `resourceFieldRef` to an
+    /// unset limit reads that Node's allocatable.
+    pub fn on_node(mut self, node_name: &str) -> Projector {
+        self.node_name = node_name.to_string();
+        self
+    }
+
+    /// The node's allocatable when one of `items` needs it and the node can read it.
+    async fn allocatable_for(
+        &self,
+        items: &[DownwardAPIVolumeFile],
+    ) -> Result<Option<BTreeMap<String, Quantity>>, String> {
+        let mut refs = items.iter().filter_map(|i| i.resource_field_ref.as_ref());
+        match &self.api {
+            Some(api) if !self.node_name.is_empty() => {
+                if !refs.any(super::resource_field::needs_allocatable) {
+                    return Ok(None);
+                }
+                super::node_allocatable::read(api, &self.node_name)
+                    .await
+                    .map(Some)
+            }
+            _ => Ok(None),
         }
     }
 
@@ -620,8 +652,12 @@ impl Projector {
                     self.keys_of::<ConfigMap>(p, k, default_mode, &at).await
                 }
                 Some(Source::Secret(k)) => self.keys_of::<Secret>(p, k, default_mode, &at).await,
-                Some(Source::Downward(items)) => downward_payload(p, items, default_mode)
-                    .map_err(|e| format!("{at}downwardAPI: {e}")),
+                Some(Source::Downward(items)) => {
+                    let alloc = self.allocatable_for(items).await;
+                    let alloc = alloc.map_err(|e| format!("{at}downwardAPI: {e}"))?;
+                    downward_payload(p, items, default_mode, alloc.as_ref())
+                        .map_err(|e| format!("{at}downwardAPI: {e}"))
+                }
                 None => Err(format!(
                     "{}: only serviceAccountToken, configMap, secret and downwardAPI sources are \
                      supported by ledgerlet so far",
@@ -921,7 +957,7 @@ mod tests {
             {"path": "mem", "resourceFieldRef": {"containerName": "c", "resource": "limits.memory", "divisor": "1Mi"}}
         ]))
         .unwrap();
-        let out = downward_payload(&p, &items, 0o644).unwrap();
+        let out = downward_payload(&p, &items, 0o644, None).unwrap();
         assert_eq!(out["namespace"], FileProjection::new("shop", 0o644));
         assert_eq!(out["cpu"], FileProjection::new("1500", 0o600));
         assert_eq!(out["cores"], FileProjection::new("2", 0o644));

@@ -16,6 +16,14 @@ use crate::core::pod_status::quantity::parse_nanos;
 /// The resources whose unset limit is the node's allocatable.
 const DEFAULTED_LIMITS: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
 
+/// True if `r` names a limit that falls back to the node's allocatable when unset (so the
+/// caller should read the allocatable).
+pub fn needs_allocatable(r: &ResourceFieldSelector) -> bool {
+    r.resource
+        .strip_prefix("limits.")
+        .is_some_and(|res| DEFAULTED_LIMITS.contains(&res))
+}
+
 /// The value of `r` for the container it names (`containerName`), or `own` when it names
 /// none (env). `allocatable`: the node's, for unset limits (`None`: not known, an error
 /// when needed).

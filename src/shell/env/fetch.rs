@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, Service};
 
 use super::service_links::{self, MASTER_NAMESPACE, MASTER_SERVICES};
 use super::EnvSources;
@@ -23,6 +23,7 @@ use crate::core::pod;
 use crate::shell::api::ApiClient;
 use crate::shell::key_objects::{self, KeyObject};
 use crate::shell::redact::Redactor;
+use crate::shell::{node_allocatable, resource_field};
 
 /// Services of one namespace a container's service links may come from, at most; a
 /// namespace with more fails the creation with an error saying so (the environment would
@@ -100,19 +101,11 @@ impl EnvResolver {
             masters.clone_from(&own);
         }
         src.service_env = service_links::service_env(ns, enable, &masters, &own);
-        let wants_limits = c.env.iter().flatten().any(|e| {
-            let r = e
-                .value_from
-                .as_ref()
-                .and_then(|f| f.resource_field_ref.as_ref());
-            r.is_some_and(|r| r.resource.starts_with("limits."))
-        });
-        if wants_limits {
-            let nodes: kube::Api<Node> = kube::Api::all(self.api.client());
-            let name = &self.node_name;
-            let node = self.api.call("GET", nodes.get(name)).await;
-            let node = node.map_err(|e| format!("cannot read Node {name}: {e}"))?;
-            src.allocatable = node.status.and_then(|s| s.allocatable);
+        let refs = c.env.iter().flatten().filter_map(|e| e.value_from.as_ref());
+        let mut resources = refs.filter_map(|f| f.resource_field_ref.as_ref());
+        if resources.any(resource_field::needs_allocatable) {
+            let alloc = node_allocatable::read(&self.api, &self.node_name).await?;
+            src.allocatable = Some(alloc);
         }
         Ok(src)
     }
