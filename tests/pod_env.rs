@@ -11,6 +11,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, Service};
 use kube::api::{ListParams, PostParams};
+use ledgerlet::core::record::event::{ActionOutcome, RuntimeAction};
+use ledgerlet::core::record::Event as Record;
+use support::agent::Agent;
+use support::fault_proxy::FaultProxy;
 use support::on_containerd::{agent_log, ledger_text, main_status, phase, IMAGE};
 use support::real_cluster::{Kube, RealCluster};
 
@@ -518,4 +522,54 @@ fn a_downward_api_volume_gives_the_nodes_allocatable_for_an_unset_limit_as_env_d
         node_allocatable(&admin, "cpu", 1_000_000)
     );
     assert_eq!(lines, [want]);
+}
+
+/// Service links do not stop a crashing container from restarting while the API server is
+/// away: the node uses the Services it last read, as a kubelet's informer cache does. The
+/// node here is a second agent (embedded runtime) behind a fault proxy.
+#[test]
+fn a_crashing_container_restarts_with_its_service_links_while_the_api_server_is_away() {
+    let Some(c) = cluster() else { return };
+    let node = "env-proxied";
+    let (proxy, kubeconfig) = FaultProxy::for_node(c, node);
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let agent = Agent::start(&["--kubeconfig", kubeconfig, "--node-name", node]);
+    let admin = c.admin();
+    let ns = "env-outage";
+    namespace(&admin, ns);
+    let script = "echo host=$KUBERNETES_SERVICE_HOST; sleep 1; exit 1";
+    let mut p = pod(ns, "crashing", script, serde_json::json!({}));
+    p["spec"]["nodeName"] = serde_json::json!(node);
+    p["spec"]["restartPolicy"] = serde_json::json!("Always");
+    let uid = create::<Pod>(&admin, &admin.api(ns), p)
+        .metadata
+        .uid
+        .unwrap();
+    let starts = |a: &Agent| {
+        let records = a.ledger();
+        let ok_starts = records.iter().filter(|r| {
+            matches!(&r.event, Record::RuntimeActionFinished(f)
+                if f.uid.as_str() == uid
+                    && matches!(f.action, RuntimeAction::StartContainer { .. })
+                    && matches!(f.outcome, ActionOutcome::Ok { .. }))
+        });
+        ok_starts.count()
+    };
+    agent.wait_for("the first start", 60, |a| (starts(a) >= 1).then_some(()));
+    proxy.unreachable();
+    // CrashLoopBackOff: the next start is 10 s after the first exit
+    agent.wait_for("a restart during the outage", 40, |a| {
+        (starts(a) >= 2).then_some(())
+    });
+    proxy.clear();
+    let log = agent.log();
+    assert!(
+        log.contains("using the Services last read for service links"),
+        "the restart did not use the remembered Services"
+    );
+    let config_errors = agent
+        .ledger_text()
+        .matches("CreateContainerConfigError")
+        .count();
+    assert_eq!(config_errors, 0, "a start failed on its configuration");
 }

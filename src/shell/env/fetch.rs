@@ -6,19 +6,28 @@
 //! [`MAX_SERVICE_LINK_SERVICES`]) and a GET of `default/kubernetes`, per container creation,
 //! under the API client's rate limiter, rather than kept in a watch-backed cache as the
 //! kubelet's informer does: creations are rare next to the cost of a cache of every Service
-//! of the cluster on every node, the answer is always current (no "services have not yet
-//! been read" window after a restart), and there is no long-lived state to bound. The Node
-//! authorizer allows a node to list Services and to read its own Node.
+//! of the cluster on every node, and the answer is current (no "services have not yet been
+//! read" window after a restart). What was last read per namespace is remembered, slim and
+//! bounded ([`MAX_REMEMBERED_SERVICE_LISTS`]), and used when a read fails, so a container
+//! whose env reads no ConfigMap or Secret keeps restarting while the API server is away, as
+//! on a kubelet-run node (ConfigMaps and Secrets are read each time, so those wait for it).
+//! The Node authorizer allows a node to list Services and to read its own Node.
 //!
 //! Registers every Secret value with the [`Redactor`] (in [`key_objects`]) before it is
-//! returned. Must not cache beyond one creation, and must not put a value in an error.
+//! returned. Must not keep a ConfigMap or Secret beyond one creation (only Services are
+//! remembered), and must not put a value in an error.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, Pod, Secret, Service, ServicePort, ServiceSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::service_links::{self, MASTER_NAMESPACE, MASTER_SERVICES};
 use super::EnvSources;
+use crate::bounded_map::BoundedMap;
 use crate::core::pod;
 use crate::shell::api::ApiClient;
 use crate::shell::key_objects::{self, KeyObject};
@@ -29,6 +38,8 @@ use crate::shell::{node_allocatable, resource_field};
 /// namespace with more fails the creation with an error saying so (the environment would
 /// not fit in a process's argument space long before).
 pub const MAX_SERVICE_LINK_SERVICES: usize = 5000;
+/// Namespaces (and master Services) whose last-read Services are remembered, at most.
+pub const MAX_REMEMBERED_SERVICE_LISTS: usize = 64;
 /// Services per List page.
 pub const SERVICE_LIST_PAGE: u32 = 500;
 
@@ -38,6 +49,39 @@ pub struct EnvResolver {
     api: ApiClient,
     redactor: Redactor,
     node_name: String,
+    /// The Services last read per namespace (and for each master Service), slim, for when
+    /// the API server cannot be read.
+    last_read: Arc<Mutex<BoundedMap<String, Vec<Service>>>>,
+}
+
+/// What service links need of a Service (its name, namespace, cluster IP and ports), so the
+/// remembered ones stay small.
+fn slim(s: &Service) -> Service {
+    let spec = s.spec.as_ref();
+    let ports = spec.and_then(|sp| sp.ports.as_ref()).map(|ports| {
+        ports
+            .iter()
+            .map(|p| ServicePort {
+                name: p.name.clone(),
+                port: p.port,
+                protocol: p.protocol.clone(),
+                ..ServicePort::default()
+            })
+            .collect()
+    });
+    Service {
+        metadata: ObjectMeta {
+            name: s.metadata.name.clone(),
+            namespace: s.metadata.namespace.clone(),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: spec.and_then(|sp| sp.cluster_ip.clone()),
+            ports,
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
 }
 
 /// The names a container's env reads, by kind.
@@ -62,6 +106,7 @@ impl EnvResolver {
             api,
             redactor,
             node_name,
+            last_read: Arc::new(Mutex::new(BoundedMap::new(MAX_REMEMBERED_SERVICE_LISTS))),
         }
     }
 
@@ -83,19 +128,15 @@ impl EnvResolver {
             .and_then(|s| s.enable_service_links)
             .unwrap_or(true);
         let own = if enable {
-            self.services(ns).await?
+            self.or_last_read(ns.to_string(), self.services(ns)).await?
         } else {
             Vec::new()
         };
         let mut masters = Vec::new();
         if !(enable && ns == MASTER_NAMESPACE) {
             for name in MASTER_SERVICES {
-                let api: kube::Api<Service> =
-                    kube::Api::namespaced(self.api.client(), MASTER_NAMESPACE);
-                let found = self.api.call("GET", api.get_opt(name)).await;
-                let found = found
-                    .map_err(|e| format!("cannot read Service {MASTER_NAMESPACE}/{name}: {e}"))?;
-                masters.extend(found);
+                let key = format!("{MASTER_NAMESPACE}/{name}");
+                masters.extend(self.or_last_read(key, self.master(name)).await?);
             }
         } else {
             masters.clone_from(&own);
@@ -126,6 +167,39 @@ impl EnvResolver {
             out.insert(name.to_string(), keys);
         }
         Ok(out)
+    }
+
+    /// The master Service `name` of the `default` namespace (none if it does not exist).
+    async fn master(&self, name: &str) -> Result<Vec<Service>, String> {
+        let api: kube::Api<Service> = kube::Api::namespaced(self.api.client(), MASTER_NAMESPACE);
+        let found = self.api.call("GET", api.get_opt(name)).await;
+        let found =
+            found.map_err(|e| format!("cannot read Service {MASTER_NAMESPACE}/{name}: {e}"))?;
+        Ok(found.into_iter().collect())
+    }
+
+    /// The Services `read` gives, remembered under `key` (a namespace, or `default/kubernetes`);
+    /// when it fails, the ones last read under `key`, as the kubelet's informer cache keeps
+    /// serving while the API server is away. An error only if nothing was ever read.
+    async fn or_last_read(
+        &self,
+        key: String,
+        read: impl std::future::Future<Output = Result<Vec<Service>, String>>,
+    ) -> Result<Vec<Service>, String> {
+        let lock = || self.last_read.lock().unwrap_or_else(|p| p.into_inner());
+        match read.await {
+            Ok(services) => {
+                lock().insert(key, services.iter().map(slim).collect());
+                Ok(services)
+            }
+            Err(e) => match lock().as_map().get(&key) {
+                Some(last) => {
+                    tracing::warn!(error = %e, services = %key, "using the Services last read for service links");
+                    Ok(last.clone())
+                }
+                None => Err(e),
+            },
+        }
     }
 
     /// The Services of `ns`, at most [`MAX_SERVICE_LINK_SERVICES`].
