@@ -34,13 +34,13 @@ use crate::shell::api::events::EventSink;
 use crate::shell::api::node_sync::NodeSync;
 use crate::shell::api::{ApiClient, ApiLimits};
 use crate::shell::cri_config::NodeContext;
+use crate::shell::env::fetch::EnvResolver;
 use crate::shell::events::EventLog;
 use crate::shell::executor::Executor;
 use crate::shell::machine::{self, MachineConfig};
 use crate::shell::prober::Prober;
 use crate::shell::redact::Redactor;
 use crate::shell::runtime_health;
-use crate::shell::secrets::SecretResolver;
 use crate::shell::{timers, Input, Report};
 use crate::sources::pleg::{self, PlegHealth, PlegOptions};
 
@@ -503,13 +503,15 @@ impl Daemon {
             report.clone(),
         );
         if let Some(c) = &cluster {
-            executor = executor.with_secrets(SecretResolver::new(c.api.clone(), redactor.clone()));
+            let env = EnvResolver::new(c.api.clone(), redactor.clone(), opts.node_name.clone());
+            executor = executor.with_env(env);
         }
         let projector = crate::shell::projected::Projector::new(
             cluster.as_ref().map(|c| c.api.clone()),
             redactor.clone(),
             opts.root_dir.join("pods"),
-        );
+        )
+        .on_node(&opts.node_name);
         executor = executor.with_projector(projector.clone());
         tokio::spawn(projector.run());
         let daemon = Daemon {

@@ -3,20 +3,20 @@
 //!
 //! Owns the labels and annotations the kubelet puts on sandboxes and containers (so a
 //! restarted agent recognises its containers and their spec hash and restart count), log
-//! paths, environment resolution and `$(VAR)` expansion, and mounts. Must not decide what to
-//! run: it translates one container of a plan the core made. Errors are
+//! paths and mounts; the environment and `$(VAR)` expansion are [`super::env`]'s. Must not
+//! decide what to run: it translates one container of a plan the core made. Errors are
 //! `CreateContainerConfigError`s that name the pod, container and field.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::core::command::{ContainerKind, ContainerStart};
 use crate::core::pod;
 use crate::cri::v1;
-use crate::shell::secrets::SecretValues;
+use crate::shell::env::{self, EnvSources};
 
 /// `io.kubernetes.pod.name`
 pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
@@ -291,15 +291,15 @@ pub fn container_named<'a>(p: &'a Pod, name: &str) -> Option<&'a Container> {
     all.find(|c| c.name == name)
 }
 
-/// `generateContainerConfig` with the `secretKeyRef` values the shell fetched (`None`: the
-/// node has no API server, so a reference is an error).
+/// `generateContainerConfig` with the env sources the shell read for this creation
+/// ([`env::fetch`]; empty on a node without an API server).
 pub fn container_config(
     ctx: &NodeContext,
     p: &Pod,
     start: &ContainerStart,
     pod_ip: &str,
     volumes: &super::volumes::VolumePaths,
-    secrets: Option<&SecretValues>,
+    env_sources: &EnvSources,
 ) -> Result<v1::ContainerConfig, ConfigError> {
     let c = spec_container(p, start).ok_or_else(|| {
         ConfigError(format!(
@@ -321,18 +321,8 @@ pub fn container_config(
         ns.pid = v1::NamespaceMode::Target as i32;
         ns.target_id = target;
     }
-    let envs = resolve_env(ctx, p, c, pod_ip, secrets)?;
-    let env_map: BTreeMap<&str, &str> = envs
-        .iter()
-        .map(|kv| (kv.key.as_str(), kv.value.as_str()))
-        .collect();
-    let expand_all = |v: &Option<Vec<String>>| -> Vec<String> {
-        v.as_deref()
-            .unwrap_or_default()
-            .iter()
-            .map(|s| expand(s, &env_map))
-            .collect()
-    };
+    let envs = env::make_environment(ctx, p, c, pod_ip, env_sources)?;
+    let (command, args) = env::expand_command_and_args(c, &envs);
     let mut labels = pod_labels(ctx, p);
     labels.insert(CONTAINER_NAME_LABEL.into(), c.name.clone());
     let mut annotations = HashMap::new();
@@ -379,8 +369,8 @@ pub fn container_config(
             user_specified_image: image,
             ..Default::default()
         }),
-        command: expand_all(&c.command),
-        args: expand_all(&c.args),
+        command,
+        args,
         working_dir: c.working_dir.clone().unwrap_or_default(),
         envs,
         mounts: mounts(p, c, volumes)?,
@@ -446,163 +436,4 @@ fn mounts(
         });
     }
     Ok(out)
-}
-
-/// Environment variables in order, with `valueFrom` resolved where the node can, and
-/// `$(VAR)` references to earlier variables expanded (kubelet `makeEnvironmentVariables`).
-fn resolve_env(
-    ctx: &NodeContext,
-    p: &Pod,
-    c: &Container,
-    pod_ip: &str,
-    secrets: Option<&SecretValues>,
-) -> Result<Vec<v1::KeyValue>, ConfigError> {
-    let mut resolved: Vec<v1::KeyValue> = Vec::new();
-    for (i, e) in c.env.iter().flatten().enumerate() {
-        let secret_ref = e
-            .value_from
-            .as_ref()
-            .and_then(|f| f.secret_key_ref.as_ref());
-        let value = match (secret_ref, secrets) {
-            (Some(r), Some(values)) => match values.get(&(r.name.clone(), r.key.clone())) {
-                Some(v) => v.clone(),
-                // an optional reference the resolver found nothing for: the variable is unset
-                None if r.optional == Some(true) => continue,
-                None => {
-                    return Err(ConfigError(format!(
-                        "container {}: env[{i}] ({}): key {} of Secret {} was not resolved",
-                        c.name, e.name, r.key, r.name
-                    )))
-                }
-            },
-            _ => env_value(ctx, p, c, e, i, pod_ip)?,
-        };
-        let known: BTreeMap<&str, &str> = resolved
-            .iter()
-            .map(|kv| (kv.key.as_str(), kv.value.as_str()))
-            .collect();
-        let value = expand(&value, &known);
-        resolved.retain(|kv| kv.key != e.name);
-        resolved.push(v1::KeyValue {
-            key: e.name.clone(),
-            value,
-        });
-    }
-    Ok(resolved)
-}
-
-fn env_value(
-    ctx: &NodeContext,
-    p: &Pod,
-    c: &Container,
-    e: &EnvVar,
-    i: usize,
-    pod_ip: &str,
-) -> Result<String, ConfigError> {
-    let Some(from) = &e.value_from else {
-        return Ok(e.value.clone().unwrap_or_default());
-    };
-    let field = |what: &str| format!("container {}: env[{i}] ({}): {what}", c.name, e.name);
-    if let Some(f) = &from.field_ref {
-        let v = match f.field_path.as_str() {
-            "metadata.name" => pod::name(p).to_string(),
-            "metadata.namespace" => pod::namespace(p).to_string(),
-            "metadata.uid" => pod::uid_str(p).to_string(),
-            "spec.nodeName" => ctx.node_name.clone(),
-            "spec.serviceAccountName" => p
-                .spec
-                .as_ref()
-                .and_then(|s| s.service_account_name.clone())
-                .unwrap_or_default(),
-            "status.podIP" | "status.podIPs" => pod_ip.to_string(),
-            "status.hostIP" | "status.hostIPs" => ctx.node_ip.clone(),
-            other => {
-                if let Some(key) = other
-                    .strip_prefix("metadata.labels['")
-                    .and_then(|k| k.strip_suffix("']"))
-                {
-                    p.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(key).cloned())
-                        .unwrap_or_default()
-                } else if let Some(key) = other
-                    .strip_prefix("metadata.annotations['")
-                    .and_then(|k| k.strip_suffix("']"))
-                {
-                    p.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|l| l.get(key).cloned())
-                        .unwrap_or_default()
-                } else {
-                    return Err(ConfigError(field(&format!(
-                        "fieldRef {other:?} is not supported"
-                    ))));
-                }
-            }
-        };
-        return Ok(v);
-    }
-    if from.config_map_key_ref.is_some() {
-        return Err(ConfigError(field("configMapKeyRef is not supported yet")));
-    }
-    if from.secret_key_ref.is_some() {
-        return Err(ConfigError(field(
-            "secretKeyRef needs the API server, which this node does not use (standalone \
-             mode: no --kubeconfig)",
-        )));
-    }
-    if from.resource_field_ref.is_some() {
-        return Err(ConfigError(field("resourceFieldRef is not supported yet")));
-    }
-    Ok(String::new())
-}
-
-/// Kubernetes `$(VAR)` expansion: `$(NAME)` becomes the value of a known variable, `$$`
-/// escapes a `$`, anything else is left as written.
-pub fn expand(s: &str, vars: &BTreeMap<&str, &str>) -> String {
-    let mut out = String::with_capacity(s.len());
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'$' && i + 1 < b.len() {
-            if b[i + 1] == b'$' {
-                out.push('$');
-                i += 2;
-                continue;
-            }
-            if b[i + 1] == b'(' {
-                if let Some(end) = s[i + 2..].find(')') {
-                    let name = &s[i + 2..i + 2 + end];
-                    if let Some(v) = vars.get(name) {
-                        out.push_str(v);
-                    } else {
-                        out.push_str(&s[i..i + 3 + end]);
-                    }
-                    i += 3 + end;
-                    continue;
-                }
-            }
-        }
-        let ch = s[i..].chars().next().expect("in bounds");
-        out.push(ch);
-        i += ch.len_utf8();
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dollar_expansion_follows_kubernetes_rules() {
-        let vars = BTreeMap::from([("A", "1"), ("B", "two")]);
-        assert_eq!(expand("$(A)-$(B)", &vars), "1-two");
-        assert_eq!(expand("$$(A)", &vars), "$(A)");
-        assert_eq!(expand("$(C)", &vars), "$(C)");
-        assert_eq!(expand("$(unterminated", &vars), "$(unterminated");
-        assert_eq!(expand("é$(A)$", &vars), "é1$");
-    }
 }

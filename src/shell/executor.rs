@@ -65,8 +65,8 @@ pub struct Executor {
     ctx: Arc<NodeContext>,
     report: Report,
     cancels: Arc<Mutex<CancelTable>>,
-    /// Resolves `secretKeyRef` env (only when the node talks to an API server).
-    secrets: Option<Arc<super::secrets::SecretResolver>>,
+    /// Reads what container env refers to (only when the node talks to an API server).
+    env: Option<Arc<super::env::fetch::EnvResolver>>,
     /// Writes projected, configMap, secret and downwardAPI volumes.
     projector: super::projected::Projector,
 }
@@ -129,7 +129,7 @@ impl Executor {
             ctx: Arc::new(ctx),
             report,
             cancels: Arc::default(),
-            secrets: None,
+            env: None,
             projector,
         }
     }
@@ -141,9 +141,10 @@ impl Executor {
         self
     }
 
-    /// The same executor resolving `secretKeyRef` env through `resolver`.
-    pub fn with_secrets(mut self, resolver: super::secrets::SecretResolver) -> Executor {
-        self.secrets = Some(Arc::new(resolver));
+    /// The same executor reading ConfigMaps, Secrets, Services and the Node for container
+    /// env through `resolver`.
+    pub fn with_env(mut self, resolver: super::env::fetch::EnvResolver) -> Executor {
+        self.env = Some(Arc::new(resolver));
         self
     }
 
@@ -447,14 +448,14 @@ impl Executor {
         }
         // create
         let started = Instant::now();
-        // the secretKeyRef values, the volumes, then the configuration
+        // what the env refers to, the volumes, then the configuration
         let config = async {
-            let values = match &self.secrets {
-                Some(r) => Some(r.resolve(p, c).await?),
-                None => None,
+            let sources = match &self.env {
+                Some(r) => r.fetch(p, c).await?,
+                None => super::env::EnvSources::default(),
             };
             let volumes = target.volumes.as_ref().map_err(String::clone)?;
-            cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, values.as_ref())
+            cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, &sources)
                 .map_err(|e| e.0)
         }
         .await;

@@ -6,18 +6,21 @@
 
 pub mod api;
 pub mod cri_config;
+pub mod env;
 pub mod events;
 pub mod executor;
 pub mod hooks;
 pub mod http_get;
+pub mod key_objects;
 pub mod machine;
+pub mod node_allocatable;
 pub mod pod_cidr;
 pub mod prober;
 pub mod projected;
 pub mod redact;
+pub mod resource_field;
 pub mod runtime_health;
 pub mod runtime_view;
-pub mod secrets;
 pub mod timers;
 pub mod volumes;
 

@@ -3,7 +3,8 @@
 //!
 //! Owns: resolving each source (ServiceAccount tokens through the TokenRequest API, bound to
 //! the pod; ConfigMaps and Secrets by GET under the API client's rate limit; downward API
-//! fields from the pod), writing them with the kubelet's AtomicWriter layout under
+//! fields from the pod, and the node's allocatable for a `resourceFieldRef` to an unset
+//! limit), writing them with the kubelet's AtomicWriter layout under
 //! `<pods_dir>/<uid>/volumes/kubernetes.io~projected/<name>/` (or `~configmap`, `~secret`,
 //! `~downward-api`), the token manager's bounded cache and refresh rule ([`needs_refresh`]),
 //! and the periodic rewrite of the volumes of the pods it prepared ([`Projector::run`]).
@@ -24,8 +25,10 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount,
     ServiceAccountTokenProjection, Volume,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::api::ApiClient;
+use super::key_objects::{get_opt, KeyObject};
 use super::redact::Redactor;
 use crate::core::pod;
 
@@ -365,62 +368,24 @@ pub fn downward_field(p: &Pod, field_path: &str) -> Result<String, String> {
     })
 }
 
-/// The value of a `resourceFieldRef` from the container's own limits or requests (a limit
-/// that is not set would be the node's allocatable: not supported).
-fn resource_field(
-    p: &Pod,
-    r: &k8s_openapi::api::core::v1::ResourceFieldSelector,
-) -> Result<String, String> {
-    use crate::core::pod_status::quantity::parse_nanos;
-    let cname = r.container_name.as_deref().unwrap_or_default();
-    let c = super::cri_config::container_named(p, cname)
-        .ok_or_else(|| format!("resourceFieldRef: container {cname:?} is not in the pod"))?;
-    let (kind, res) = r
-        .resource
-        .split_once('.')
-        .ok_or_else(|| format!("resourceFieldRef: {:?} is not a resource", r.resource))?;
-    let res_ = c.resources.as_ref();
-    let q = match kind {
-        "limits" => res_.and_then(|x| x.limits.as_ref()),
-        "requests" => res_.and_then(|x| x.requests.as_ref()),
-        _ => None,
-    }
-    .and_then(|m| m.get(res))
-    .ok_or_else(|| {
-        format!(
-            "resourceFieldRef {:?} of container {cname:?} is not set (the node's allocatable \
-             default is not supported)",
-            r.resource
-        )
-    })?;
-    let value = parse_nanos(&q.0).ok_or_else(|| format!("{:?} is not a quantity", q.0))?;
-    let divisor = match &r.divisor {
-        Some(d) => parse_nanos(&d.0).ok_or_else(|| format!("{:?} is not a quantity", d.0))?,
-        None => 1_000_000_000,
-    };
-    if divisor <= 0 {
-        return Err("resourceFieldRef: the divisor must be positive".into());
-    }
-    // the kubelet rounds up
-    Ok(((value + divisor - 1) / divisor).to_string())
-}
-
 fn mode_of(m: Option<i32>, default: u32) -> u32 {
     m.map_or(default, |m| (m as u32) & 0o7777)
 }
 
-/// The downward API items of a volume or projection.
+/// The downward API items of a volume or projection; `allocatable` is the node's, for a
+/// `resourceFieldRef` to an unset limit.
 pub fn downward_payload(
     p: &Pod,
     items: &[DownwardAPIVolumeFile],
     default_mode: u32,
+    allocatable: Option<&BTreeMap<String, Quantity>>,
 ) -> Result<Payload, String> {
     let mut out = Payload::new();
     for (i, item) in items.iter().enumerate() {
         let value = if let Some(f) = &item.field_ref {
             downward_field(p, &f.field_path)
         } else if let Some(r) = &item.resource_field_ref {
-            resource_field(p, r)
+            super::resource_field::value(p, None, r, allocatable)
         } else {
             Err("neither fieldRef nor resourceFieldRef".into())
         }
@@ -459,6 +424,8 @@ pub struct Projector {
     api: Option<ApiClient>,
     redactor: Redactor,
     pods_dir: PathBuf,
+    /// The node whose allocatable an unset limit is (empty: not known).
+    node_name: String,
     state: Arc<Mutex<State>>,
 }
 
@@ -532,47 +499,6 @@ fn sources(v: &Volume) -> (Option<i32>, Vec<(String, Option<Source<'_>>)>) {
     }
 }
 
-/// A ConfigMap or a Secret: an object whose keys a volume projects as files.
-trait KeyObject:
-    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-    + Clone
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-{
-    /// The source's field in a volume (`configMap`, `secret`).
-    const FIELD: &'static str;
-    /// Its keys and values (a Secret registers its values with `redactor` first).
-    fn keys(self, redactor: &Redactor) -> BTreeMap<String, Vec<u8>>;
-}
-
-impl KeyObject for ConfigMap {
-    const FIELD: &'static str = "configMap";
-    fn keys(self, _: &Redactor) -> BTreeMap<String, Vec<u8>> {
-        let text = self.data.into_iter().flatten();
-        let binary = self.binary_data.into_iter().flatten();
-        text.map(|(k, v)| (k, v.into_bytes()))
-            .chain(binary.map(|(k, v)| (k, v.0)))
-            .collect()
-    }
-}
-
-impl KeyObject for Secret {
-    const FIELD: &'static str = "secret";
-    fn keys(self, redactor: &Redactor) -> BTreeMap<String, Vec<u8>> {
-        let data = self.data.into_iter().flatten();
-        let text = self.string_data.into_iter().flatten();
-        let keys: BTreeMap<String, Vec<u8>> = data
-            .map(|(k, v)| (k, v.0))
-            .chain(text.map(|(k, v)| (k, v.into_bytes())))
-            .collect();
-        // registered before anything else sees them
-        for v in keys.values() {
-            redactor.register(&String::from_utf8_lossy(v));
-        }
-        keys
-    }
-}
-
 impl Projector {
     /// A projector writing under `pods_dir`, reading from `api` (None: standalone) and
     /// registering tokens and Secret values with `redactor`.
@@ -581,7 +507,34 @@ impl Projector {
             api,
             redactor,
             pods_dir,
+            node_name: String::new(),
             state: Arc::default(),
+        }
+    }
+
+    /// The same projector on the node `node_name`: a downward API `resourceFieldRef` to an
+    /// unset limit reads that Node's allocatable.
+    pub fn on_node(mut self, node_name: &str) -> Projector {
+        self.node_name = node_name.to_string();
+        self
+    }
+
+    /// The node's allocatable when one of `items` needs it and the node can read it.
+    async fn allocatable_for(
+        &self,
+        items: &[DownwardAPIVolumeFile],
+    ) -> Result<Option<BTreeMap<String, Quantity>>, String> {
+        let mut refs = items.iter().filter_map(|i| i.resource_field_ref.as_ref());
+        match &self.api {
+            Some(api) if !self.node_name.is_empty() => {
+                if !refs.any(super::resource_field::needs_allocatable) {
+                    return Ok(None);
+                }
+                super::node_allocatable::read(api, &self.node_name)
+                    .await
+                    .map(Some)
+            }
+            _ => Ok(None),
         }
     }
 
@@ -699,8 +652,12 @@ impl Projector {
                     self.keys_of::<ConfigMap>(p, k, default_mode, &at).await
                 }
                 Some(Source::Secret(k)) => self.keys_of::<Secret>(p, k, default_mode, &at).await,
-                Some(Source::Downward(items)) => downward_payload(p, items, default_mode)
-                    .map_err(|e| format!("{at}downwardAPI: {e}")),
+                Some(Source::Downward(items)) => {
+                    let alloc = self.allocatable_for(items).await;
+                    let alloc = alloc.map_err(|e| format!("{at}downwardAPI: {e}"))?;
+                    downward_payload(p, items, default_mode, alloc.as_ref())
+                        .map_err(|e| format!("{at}downwardAPI: {e}"))
+                }
                 None => Err(format!(
                     "{}: only serviceAccountToken, configMap, secret and downwardAPI sources are \
                      supported by ledgerlet so far",
@@ -724,11 +681,9 @@ impl Projector {
         let (ns, name, kind) = (pod::namespace(p), s.name, K::kind(&()));
         let what = format!("{at}{} {name:?}", K::FIELD);
         let api = self.api(&what)?;
-        let objects: kube::Api<K> = kube::Api::namespaced(api.client(), ns);
-        let found = api
-            .call("GET", objects.get_opt(name))
+        let found = get_opt::<K>(api, ns, name)
             .await
-            .map_err(|e| format!("{what}: cannot read {kind} {ns}/{name}: {e}"))?;
+            .map_err(|e| format!("{what}: {e}"))?;
         let Some(object) = found else {
             if s.optional {
                 return Ok(Payload::new());
@@ -1002,7 +957,7 @@ mod tests {
             {"path": "mem", "resourceFieldRef": {"containerName": "c", "resource": "limits.memory", "divisor": "1Mi"}}
         ]))
         .unwrap();
-        let out = downward_payload(&p, &items, 0o644).unwrap();
+        let out = downward_payload(&p, &items, 0o644, None).unwrap();
         assert_eq!(out["namespace"], FileProjection::new("shop", 0o644));
         assert_eq!(out["cpu"], FileProjection::new("1500", 0o600));
         assert_eq!(out["cores"], FileProjection::new("2", 0o644));

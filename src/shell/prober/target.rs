@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Container, HTTPGetAction, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::core::pod_status::spec::is_host_network;
-use crate::shell::cri_config::expand;
+use crate::shell::env::expand;
 use crate::shell::http_get::{Scheme, Target};
 use crate::shell::machine::KUBERNETES_VERSION;
 
@@ -110,7 +110,8 @@ pub fn expand_command(command: &[String], c: &Container) -> Vec<String> {
         .filter(|e| e.value_from.is_none())
         .map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or("")))
         .collect();
-    command.iter().map(|s| expand(s, &vars)).collect()
+    let mapping = |k: &str| vars.get(k).copied();
+    command.iter().map(|s| expand(s, mapping)).collect()
 }
 
 #[cfg(test)]
