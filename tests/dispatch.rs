@@ -377,6 +377,45 @@ fn admission_rejects_pods_beyond_max_pods_and_counts_only_active_ones() {
     assert!(h.has_status("d"), "admitted once a is terminated");
 }
 
+/// AM-01: a rejected pod is Failed with the kubelet's reason and message (`rejectPod`), and a
+/// later update of it (a label change) never starts it: its terminal status is sticky.
+#[test]
+fn am_01_a_rejected_pod_is_failed_and_a_later_update_does_not_start_it() {
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::Api],
+        max_pods: 1,
+        ..CoreConfig::default()
+    });
+    h.submit(Event::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    h.submit(added(PodSource::Api, &pod("a", "a", "ns").build()));
+    h.drain();
+    h.submit(added(PodSource::Api, &pod("b", "b", "ns").build()));
+    let status = h.node().statuses.get(&uid("b")).expect("a status for b");
+    assert_eq!(status.status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.status.reason.as_deref(), Some("OutOfpods"));
+    assert_eq!(
+        status.status.message.as_deref(),
+        Some("Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1")
+    );
+    assert_eq!(status.status.qos_class.as_deref(), Some("BestEffort"));
+    let relabelled = pod("b", "b", "ns").label("touched", "yes").build();
+    h.submit(Event::PodUpdated(PodConfigChange {
+        source: PodSource::Api,
+        pod: relabelled,
+    }));
+    h.drain();
+    let started = h
+        .commands
+        .iter()
+        .any(|(_, c)| matches!(c, Command::SyncPod(s) if s.uid == uid("b")));
+    assert!(!started, "a rejected pod is never synced to run");
+    let status = h.node().statuses.get(&uid("b")).expect("a status for b");
+    assert_eq!(status.status.phase.as_deref(), Some("Failed"));
+}
+
 /// A pod no config source wants any more (a removed static pod) has its containers and
 /// sandboxes removed once terminated, as the kubelet's container GC would
 /// (`ShouldPodContentBeRemoved`).

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
 use super::admission::{can_admit_pod, Admission};
 use super::command::{Command, EventType, KubeEvent, ObjectRef};
@@ -18,6 +18,7 @@ use super::config::PodSource;
 use super::merge::SortedCursor;
 use super::node::Node;
 use super::pod;
+use super::pod_status::qos::pod_qos_class;
 use super::pod_workers::{Cx, PodWorkerState};
 use super::timers::TimerKey;
 use super::uid::Uid;
@@ -134,6 +135,25 @@ impl Node {
             return;
         }
         out.push(update(UpdateType::Create, p.clone(), pm.mirror, now));
+    }
+
+    /// `rejectPod`'s status: the pod counts as terminal from now on, and the status manager
+    /// holds it as Failed with the admission's reason (sticky: a later update of the pod
+    /// syncs a terminal pod, which starts nothing).
+    pub(super) fn on_pod_rejected(&mut self, r: &PodRejected, now: Time) {
+        let uid = self.canonical_uid(&r.uid);
+        self.rejected.insert(uid.clone());
+        let Some(p) = self.pod_manager.get(&uid).cloned() else {
+            return;
+        };
+        let status = PodStatus {
+            qos_class: Some(pod_qos_class(&p)),
+            phase: Some("Failed".into()),
+            reason: Some(r.reason.clone()),
+            message: Some(r.message.clone()),
+            ..PodStatus::default()
+        };
+        self.set_pod_status(&uid, &p, status, now);
     }
 
     /// `HandlePodUpdates` for one pod (also used for graceful deletions).

@@ -238,9 +238,7 @@ impl Node {
             }
             Event::SyncKnownPods(s) => self.handle_sync_known_pods(s, record.seq, now, out),
             Event::KillCompleted(_) => {}
-            Event::PodRejected(r) => {
-                self.rejected.insert(r.uid.clone());
-            }
+            Event::PodRejected(r) => self.on_pod_rejected(r, now),
             Event::RuntimeActionFinished(a) => self.handle_runtime_action(a, now, out),
             Event::NodeShutdown(_) => {
                 self.handle_node_shutdown(now, out);
