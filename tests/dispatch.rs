@@ -164,8 +164,9 @@ fn pw_13_restart_requested_between_two_housekeeping_passes_is_honoured() {
     assert_eq!(second.labels["v"], "2", "{calls:?}");
 }
 
-#[test]
-fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
+/// A node of `--max-pods 1` whose API source is ready and that runs pod `a`: the next
+/// pod added is rejected with `OutOfpods`.
+fn full_node_running_a() -> Harness {
     let mut h = Harness::with_config(CoreConfig {
         node_name: "node".into(),
         sources: vec![PodSource::Api],
@@ -177,6 +178,12 @@ fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
     }));
     h.submit(added(PodSource::Api, &pod("a", "a", "ns").build()));
     h.drain();
+    h
+}
+
+#[test]
+fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
+    let mut h = full_node_running_a();
     let b = pod("b", "b", "ns").phase("Failed").deleted(0).build();
     let cmds = h.submit(added(PodSource::Api, &b));
     let ev = cmds
@@ -381,17 +388,7 @@ fn admission_rejects_pods_beyond_max_pods_and_counts_only_active_ones() {
 /// later update of it (a label change) never starts it: its terminal status is sticky.
 #[test]
 fn am_01_a_rejected_pod_is_failed_and_a_later_update_does_not_start_it() {
-    let mut h = Harness::with_config(CoreConfig {
-        node_name: "node".into(),
-        sources: vec![PodSource::Api],
-        max_pods: 1,
-        ..CoreConfig::default()
-    });
-    h.submit(Event::SourceReady(SourceReady {
-        source: PodSource::Api,
-    }));
-    h.submit(added(PodSource::Api, &pod("a", "a", "ns").build()));
-    h.drain();
+    let mut h = full_node_running_a();
     h.submit(added(PodSource::Api, &pod("b", "b", "ns").build()));
     let status = h.node().statuses.get(&uid("b")).expect("a status for b");
     assert_eq!(status.status.phase.as_deref(), Some("Failed"));

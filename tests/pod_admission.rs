@@ -80,6 +80,25 @@ fn failed(admin: &Kube, name: &str) -> (String, String) {
     )
 }
 
+/// Waits for `name` to be rejected as the kubelet rejects it: Failed with `reason` and
+/// `Pod was rejected: <message>`, and a Warning Event with `reason` and `message`.
+fn rejected(admin: &Kube, name: &str, reason: &str, message: &str) {
+    assert_eq!(
+        failed(admin, name),
+        (reason.to_string(), format!("Pod was rejected: {message}"))
+    );
+    warning_event(admin, name, reason, message);
+}
+
+/// Waits for `name` to be Running.
+fn running(admin: &Kube, name: &str) {
+    let pods = admin.api::<Pod>("default");
+    admin.wait_for(&format!("{name} Running"), 90, |k| {
+        let p = k.run(pods.get(name)).ok()?;
+        (phase(&p) == Some("Running")).then_some(())
+    });
+}
+
 /// Waits for the Warning Event `reason` with `message` about pod `name`.
 fn warning_event(admin: &Kube, name: &str, reason: &str, message: &str) {
     let events = admin.api::<Event>("default");
@@ -163,10 +182,7 @@ fn a_pod_requesting_more_than_allocatable_fails_out_of_cpu_or_memory() {
         create(&admin, &p);
     }
     for (name, _, _, reason, message) in &cases {
-        let (got_reason, got_message) = failed(&admin, name);
-        assert_eq!(got_reason, *reason);
-        assert_eq!(got_message, format!("Pod was rejected: {message}"));
-        warning_event(&admin, name, reason, message);
+        rejected(&admin, name, reason, message);
         let p = admin.run(admin.api::<Pod>("default").get(name)).unwrap();
         assert!(
             main_status(&p).is_none_or(|s| s.state.as_ref().is_none_or(|s| s.running.is_none()))
@@ -188,14 +204,7 @@ fn a_pod_whose_node_selector_the_node_does_not_match_fails_and_an_update_does_no
     let uid = create(&admin, &p).metadata.uid.unwrap();
     let message =
         "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector";
-    assert_eq!(
-        failed(&admin, "elsewhere"),
-        (
-            "NodeAffinity".to_string(),
-            format!("Pod was rejected: {message}")
-        )
-    );
-    warning_event(&admin, "elsewhere", "NodeAffinity", message);
+    rejected(&admin, "elsewhere", "NodeAffinity", message);
 
     let pods = admin.api::<Pod>("default");
     let patch = serde_json::json!({"metadata": {"labels": {"touched": "yes"}}});
@@ -243,22 +252,12 @@ fn a_second_pod_on_a_host_port_the_first_uses_fails_node_ports() {
         p
     };
     create(&admin, &with_port("port-first"));
-    let pods = admin.api::<Pod>("default");
-    admin.wait_for("port-first Running", 90, |k| {
-        let p = k.run(pods.get("port-first")).ok()?;
-        (phase(&p) == Some("Running")).then_some(())
-    });
+    running(&admin, "port-first");
     create(&admin, &with_port("port-second"));
     let message =
         "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports";
-    assert_eq!(
-        failed(&admin, "port-second"),
-        (
-            "NodePorts".to_string(),
-            format!("Pod was rejected: {message}")
-        )
-    );
-    warning_event(&admin, "port-second", "NodePorts", message);
+    rejected(&admin, "port-second", "NodePorts", message);
+    let pods = admin.api::<Pod>("default");
     let first = admin.run(pods.get("port-first")).unwrap();
     assert_eq!(
         phase(&first),
@@ -304,24 +303,12 @@ fn a_pod_not_tolerating_a_no_execute_taint_on_the_node_fails_taint_toleration() 
             ..Default::default()
         }]);
     create(&admin, &tolerating);
-    let verdict = failed(&admin, "untolerated");
-    let pods = admin.api::<Pod>("default");
-    let tolerated_runs = admin.wait_for("tolerating Running", 90, |k| {
-        let p = k.run(pods.get("tolerating")).ok()?;
-        (phase(&p) == Some("Running")).then_some(())
-    });
-    drop(untaint);
     let message =
         "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate";
-    assert_eq!(
-        verdict,
-        (
-            "TaintToleration".to_string(),
-            format!("Pod was rejected: {message}")
-        )
-    );
-    warning_event(&admin, "untolerated", "TaintToleration", message);
-    let _ = tolerated_runs;
+    rejected(&admin, "untolerated", "TaintToleration", message);
+    running(&admin, "tolerating");
+    drop(untaint);
+    let pods = admin.api::<Pod>("default");
     let release = serde_json::json!({"metadata": {"finalizers": null}});
     admin
         .run(pods.patch(

@@ -6,6 +6,7 @@
 //! recording a `NodeObserved` only when that changed, so status heartbeats leave no record.
 //! Must not decide anything about pods: admission in `core::admission` does.
 
+use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -28,6 +29,20 @@ pub fn observed(node: &Node) -> NodeObserved {
     }
 }
 
+/// The versions of node `node_name` as a watch sees them (kube-runtime's watcher, with its
+/// default backoff); also followed by `shell::pod_cidr`.
+pub fn watch_own_node(
+    client: kube::Client,
+    node_name: &str,
+) -> BoxStream<'static, Result<Node, watcher::Error>> {
+    let api: Api<Node> = Api::all(client);
+    let config = watcher::Config::default().fields(&format!("metadata.name={node_name}"));
+    watcher(api, config)
+        .default_backoff()
+        .applied_objects()
+        .boxed()
+}
+
 /// Follows node `node_name` until `shutdown` turns true or the engine stops.
 pub async fn run(
     client: kube::Client,
@@ -35,12 +50,7 @@ pub async fn run(
     report: Report,
     mut shutdown: signal::Receiver<bool>,
 ) {
-    let api: Api<Node> = Api::all(client);
-    let config = watcher::Config::default().fields(&format!("metadata.name={node_name}"));
-    let mut nodes = watcher(api, config)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
+    let mut nodes = watch_own_node(client, &node_name);
     let mut last: Option<NodeObserved> = None;
     let mut failing = false;
     loop {
