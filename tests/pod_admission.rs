@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::RwLock;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Event, Node, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use support::on_containerd::{bound_pod, ledger_text, main_status, phase, pod_records};
@@ -20,8 +20,9 @@ const NODE: &str = "adm-node";
 const KUBE_RESERVED: &str = "--kube-reserved=cpu=100m,memory=100Mi,ephemeral-storage=1Gi";
 const SYSTEM_RESERVED: &str = "--system-reserved=cpu=50m,memory=50Mi";
 
-/// The taint test changes the node for every pod on it: it runs alone.
-static NODE_TAINTS: RwLock<()> = RwLock::new(());
+/// Tests that change the node for every pod on it (a taint) or hold part of its allocatable
+/// run alone; the others share the node.
+static ALONE: RwLock<()> = RwLock::new(());
 
 fn cluster() -> Option<&'static RealCluster> {
     RealCluster::shared_containerd_with(NODE, &[KUBE_RESERVED, SYSTEM_RESERVED])
@@ -129,7 +130,7 @@ fn delete(admin: &Kube, name: &str) {
 #[test]
 fn the_node_reports_allocatable_net_of_reservations_and_eviction_thresholds() {
     let Some(c) = cluster() else { return };
-    let _shared = NODE_TAINTS.read();
+    let _shared = ALONE.read();
     let status = node(&c.admin()).status.expect("a node status");
     let (cap, alloc) = (&status.capacity, &status.allocatable);
     let cores = amount(quantity(cap, "cpu"));
@@ -153,16 +154,18 @@ fn the_node_reports_allocatable_net_of_reservations_and_eviction_thresholds() {
     assert_eq!(quantity(alloc, "pods"), quantity(cap, "pods"));
 }
 
-/// AM-03: requests over the node's allocatable → Failed/OutOfcpu or OutOfmemory, with the
+/// AM-03: requests over the node's allocatable → Failed/OutOfcpu, OutOfmemory or
+/// OutOfephemeral-storage, with the
 /// kubelet's message and a Warning Event; the container never starts.
 #[test]
-fn a_pod_requesting_more_than_allocatable_fails_out_of_cpu_or_memory() {
+fn a_pod_requesting_more_than_allocatable_fails_out_of_cpu_memory_or_ephemeral_storage() {
     let Some(c) = cluster() else { return };
-    let _shared = NODE_TAINTS.read();
+    let _shared = ALONE.read();
     let admin = c.admin();
     let alloc = node(&admin).status.unwrap().allocatable;
     let alloc_milli = quantity(&alloc, "cpu").trim_end_matches('m').to_string();
     let alloc_mem = amount(quantity(&alloc, "memory"));
+    let alloc_disk = amount(quantity(&alloc, "ephemeral-storage"));
     let cases = [
         ("too-much-cpu", "cpu", "1000", "OutOfcpu", format!(
             "Node didn't have enough resource: cpu, requested: 1000000, used: 0, capacity: {alloc_milli}"
@@ -170,15 +173,17 @@ fn a_pod_requesting_more_than_allocatable_fails_out_of_cpu_or_memory() {
         ("too-much-memory", "memory", "1Ti", "OutOfmemory", format!(
             "Node didn't have enough resource: memory, requested: 1099511627776, used: 0, capacity: {alloc_mem}"
         )),
+        ("too-much-disk", "ephemeral-storage", "100Ti", "OutOfephemeral-storage", format!(
+            "Node didn't have enough resource: ephemeral-storage, requested: 109951162777600, used: 0, capacity: {alloc_disk}"
+        )),
     ];
     for (name, resource, amount, _, _) in &cases {
         let mut p = sleeper(name);
         let requests = BTreeMap::from([(resource.to_string(), Quantity(amount.to_string()))]);
-        p.spec.as_mut().unwrap().containers[0].resources =
-            Some(k8s_openapi::api::core::v1::ResourceRequirements {
-                requests: Some(requests),
-                ..Default::default()
-            });
+        p.spec.as_mut().unwrap().containers[0].resources = Some(ResourceRequirements {
+            requests: Some(requests),
+            ..Default::default()
+        });
         create(&admin, &p);
     }
     for (name, _, _, reason, message) in &cases {
@@ -191,12 +196,75 @@ fn a_pod_requesting_more_than_allocatable_fails_out_of_cpu_or_memory() {
     }
 }
 
+/// A container that requests `milli` millicores of CPU.
+fn requesting_cpu(mut c: Container, milli: u64) -> Container {
+    c.resources = Some(ResourceRequirements {
+        requests: Some(BTreeMap::from([(
+            "cpu".to_string(),
+            Quantity(format!("{milli}m")),
+        )])),
+        ..Default::default()
+    });
+    c
+}
+
+/// AM-03 (`PodRequests`): an init container counts by its peak, so one of 60 % of the CPU
+/// before a main container of 60 % is admitted and runs; a sidecar runs beside the main
+/// container, so the same pair as sidecar and main container asks for 120 % → OutOfcpu.
+#[test]
+fn an_init_container_counts_by_its_peak_and_a_sidecar_beside_the_main_container() {
+    let Some(c) = cluster() else { return };
+    let _alone = ALONE.write();
+    let admin = c.admin();
+    let alloc = node(&admin).status.unwrap().allocatable;
+    let alloc_milli: u64 = quantity(&alloc, "cpu")
+        .trim_end_matches('m')
+        .parse()
+        .unwrap();
+    let share = alloc_milli * 6 / 10;
+    let pod_with = |name: &str, init_script: &str, restart: Option<&str>| {
+        let mut p = sleeper(name);
+        let spec = p.spec.as_mut().unwrap();
+        let main = spec.containers[0].clone();
+        let mut init = Container {
+            name: "init".into(),
+            image: main.image.clone(),
+            command: Some(vec!["sh".into(), "-c".into(), init_script.into()]),
+            restart_policy: restart.map(String::from),
+            ..Default::default()
+        };
+        init = requesting_cpu(init, share);
+        spec.init_containers = Some(vec![init]);
+        spec.containers[0] = requesting_cpu(main, share);
+        p
+    };
+    create(
+        &admin,
+        &pod_with("sidecar-sum", "sleep 3600", Some("Always")),
+    );
+    let message = format!(
+        "Node didn't have enough resource: cpu, requested: {}, used: 0, capacity: {alloc_milli}",
+        2 * share
+    );
+    rejected(&admin, "sidecar-sum", "OutOfcpu", &message);
+    delete(&admin, "sidecar-sum");
+    create(&admin, &pod_with("init-peak", "true", None));
+    running(&admin, "init-peak");
+    delete(&admin, "init-peak");
+    admin.wait_for("init-peak gone", 90, |k| {
+        k.run(k.api::<Pod>("default").get_opt("init-peak"))
+            .ok()?
+            .is_none()
+            .then_some(())
+    });
+}
+
 /// AM-04 and AM-01: a nodeSelector the node does not match → Failed/NodeAffinity; a later
 /// label update of the rejected pod does not start it.
 #[test]
 fn a_pod_whose_node_selector_the_node_does_not_match_fails_and_an_update_does_not_start_it() {
     let Some(c) = cluster() else { return };
-    let _shared = NODE_TAINTS.read();
+    let _shared = ALONE.read();
     let admin = c.admin();
     let mut p = sleeper("elsewhere");
     p.spec.as_mut().unwrap().node_selector =
@@ -239,7 +307,7 @@ fn a_pod_whose_node_selector_the_node_does_not_match_fails_and_an_update_does_no
 #[test]
 fn a_second_pod_on_a_host_port_the_first_uses_fails_node_ports() {
     let Some(c) = cluster() else { return };
-    let _shared = NODE_TAINTS.read();
+    let _shared = ALONE.read();
     let admin = c.admin();
     let with_port = |name: &str| {
         let mut p = sleeper(name);
@@ -273,7 +341,7 @@ fn a_second_pod_on_a_host_port_the_first_uses_fails_node_ports() {
 #[test]
 fn a_pod_not_tolerating_a_no_execute_taint_on_the_node_fails_taint_toleration() {
     let Some(c) = cluster() else { return };
-    let _alone = NODE_TAINTS.write();
+    let _alone = ALONE.write();
     let admin = c.admin();
     let nodes = admin.all::<Node>();
     let taint = serde_json::json!({"spec": {"taints": [
