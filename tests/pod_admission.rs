@@ -117,6 +117,16 @@ fn warning_event(admin: &Kube, name: &str, reason: &str, message: &str) {
     });
 }
 
+/// Waits until pod `name` no longer exists.
+fn gone(admin: &Kube, name: &str) {
+    admin.wait_for(&format!("{name} gone"), 90, |k| {
+        k.run(k.api::<Pod>("default").get_opt(name))
+            .ok()?
+            .is_none()
+            .then_some(())
+    });
+}
+
 fn delete(admin: &Kube, name: &str) {
     let _ = admin.run(
         admin
@@ -251,12 +261,7 @@ fn an_init_container_counts_by_its_peak_and_a_sidecar_beside_the_main_container(
     create(&admin, &pod_with("init-peak", "true", None));
     running(&admin, "init-peak");
     delete(&admin, "init-peak");
-    admin.wait_for("init-peak gone", 90, |k| {
-        k.run(k.api::<Pod>("default").get_opt("init-peak"))
-            .ok()?
-            .is_none()
-            .then_some(())
-    });
+    gone(&admin, "init-peak");
 }
 
 /// AM-04 and AM-01: a nodeSelector the node does not match → Failed/NodeAffinity; a later
@@ -300,7 +305,9 @@ fn a_pod_whose_node_selector_the_node_does_not_match_fails_and_an_update_does_no
     let now = admin.run(pods.get("elsewhere")).unwrap();
     assert_eq!(phase(&now), Some("Failed"));
     assert!(main_status(&now).is_none_or(|s| s.state.as_ref().is_none_or(|s| s.running.is_none())));
+    // deleted, the rejected pod goes away: the node finishes it and deletes its object
     delete(&admin, "elsewhere");
+    gone(&admin, "elsewhere");
 }
 
 /// AM-05: a second pod on a host port an active pod uses → Failed/NodePorts.
