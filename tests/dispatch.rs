@@ -413,6 +413,73 @@ fn am_01_a_rejected_pod_is_failed_and_a_later_update_does_not_start_it() {
     assert_eq!(status.status.phase.as_deref(), Some("Failed"));
 }
 
+fn rejection_reason(h: &Harness, u: &str) -> Option<String> {
+    let status = h.node().statuses.get(&uid(u))?;
+    (status.status.phase.as_deref() == Some("Failed"))
+        .then(|| status.status.reason.clone().unwrap_or_default())
+}
+
+/// AM-03/AM-06 through dispatch: admission reads the machine's allocatable
+/// (`NodeInfoObserved`) and the API Node's taints (`NodeObserved`), and a taint's removal
+/// admits the next pod.
+#[test]
+fn am_06_admission_reads_the_machines_allocatable_and_the_observed_nodes_taints() {
+    use k8s_openapi::api::core::v1::{Node as ApiNode, NodeStatus, ResourceRequirements, Taint};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use ledgerlet::core::record::event::{NodeInfoObserved, NodeObserved};
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::Api],
+        ..CoreConfig::default()
+    });
+    let allocatable = [("cpu", "1"), ("memory", "1Gi"), ("pods", "110")]
+        .map(|(k, v)| (k.to_string(), Quantity(v.into())));
+    h.submit(Event::NodeInfoObserved(NodeInfoObserved {
+        node: Arc::new(ApiNode {
+            status: Some(NodeStatus {
+                allocatable: Some(allocatable.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }));
+    h.submit(Event::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    let mut greedy = (*pod("greedy", "greedy", "ns").build()).clone();
+    greedy.spec.as_mut().unwrap().containers[0].resources = Some(ResourceRequirements {
+        requests: Some([("cpu".to_string(), Quantity("2".into()))].into()),
+        ..Default::default()
+    });
+    h.submit(added(PodSource::Api, &Arc::new(greedy)));
+    assert_eq!(rejection_reason(&h, "greedy").as_deref(), Some("OutOfcpu"));
+
+    let taint = |effect: &str| Taint {
+        key: "maintenance".into(),
+        effect: effect.into(),
+        ..Default::default()
+    };
+    h.submit(Event::NodeObserved(NodeObserved {
+        labels: Default::default(),
+        taints: vec![taint("NoSchedule"), taint("NoExecute")],
+    }));
+    h.submit(added(PodSource::Api, &pod("t1", "t1", "ns").build()));
+    assert_eq!(
+        rejection_reason(&h, "t1").as_deref(),
+        Some("TaintToleration")
+    );
+    h.submit(Event::NodeObserved(NodeObserved {
+        labels: Default::default(),
+        taints: vec![taint("NoSchedule")],
+    }));
+    h.submit(added(PodSource::Api, &pod("t2", "t2", "ns").build()));
+    assert!(
+        h.has_status("t2"),
+        "admitted: NoSchedule is not the kubelet's to check"
+    );
+    assert_eq!(rejection_reason(&h, "t2"), None);
+}
+
 /// A pod no config source wants any more (a removed static pod) has its containers and
 /// sandboxes removed once terminated, as the kubelet's container GC would
 /// (`ShouldPodContentBeRemoved`).
