@@ -2,6 +2,7 @@
 # A real Kubernetes control plane on loopback, with ledgerlet as its node.
 #
 #   scripts/cluster.sh up DIR [--runtime embedded|containerd] [--no-node] [--node-name NAME]
+#                             [--node-arg FLAG]...
 #   scripts/cluster.sh down DIR
 #   scripts/cluster.sh status DIR
 #   scripts/cluster.sh node-credentials DIR NAME
@@ -43,6 +44,8 @@
 #                          `down` removes the pods' sandboxes through CRI.
 #   --no-node              the control plane only.
 #   --node-name NAME       the node's name (default ledgerlet-0).
+#   --node-arg FLAG        one more argument for `ledgerlet run` (repeatable), e.g.
+#                          --node-arg=--kube-reserved=cpu=100m,memory=100Mi.
 # down   stops every process `up` started (pid files, SIGTERM then SIGKILL; ledgerlet gets
 #        90 s to stop its pods), containerd's containers still running (runc delete
 #        --force: the node may have been killed), anything left in their sessions and
@@ -104,7 +107,7 @@ container_ids=""
 components=(ledgerlet kube-scheduler kube-controller-manager kube-apiserver etcd containerd)
 
 usage() {
-  sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 say() { echo "cluster.sh: $*" >&2; }
@@ -566,7 +569,7 @@ EOF
       --root-dir "$dir/node" --pod-logs-dir "$dir/node/pod-logs" \
       --pod-manifest-path "$dir/manifests" \
       --address 127.0.0.1 --read-only-port "$node_port" \
-      "${runtime_args[@]}"
+      "${runtime_args[@]}" "${node_args[@]}"
     wait_for ledgerlet "serving on http://127.0.0.1:$node_port" node_http_healthy
     wait_for ledgerlet "has registered Node $node_name" node_registered
     if [ "$runtime" = containerd ]; then
@@ -760,6 +763,7 @@ dir="$(realpath -m -- "$dir_arg")"
 runtime=embedded
 with_node=1
 node_name="ledgerlet-0"
+node_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime="${2:?--runtime needs embedded or containerd}"; shift 2 ;;
@@ -767,6 +771,8 @@ while [ $# -gt 0 ]; do
     --no-node) with_node=0; shift ;;
     --node-name) node_name="${2:?--node-name needs a name}"; shift 2 ;;
     --node-name=*) node_name="${1#--node-name=}"; shift ;;
+    --node-arg) node_args+=("${2:?--node-arg needs a flag}"); shift 2 ;;
+    --node-arg=*) node_args+=("${1#--node-arg=}"); shift ;;
     *) say "unknown argument: $1"; usage ;;
   esac
 done

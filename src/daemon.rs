@@ -76,6 +76,8 @@ pub struct RunOptions {
     pub address: IpAddr,
     /// HTTP port (`--read-only-port`, 10255; 0 picks a free port).
     pub read_only_port: u16,
+    /// `--kube-reserved` and `--system-reserved`, subtracted from the node's allocatable.
+    pub reserved: crate::shell::machine::allocatable::Reservations,
     /// Core knobs (timings, limits); `node_name` and `sources` are filled in here.
     pub core: CoreConfig,
     /// Ledger retention.
@@ -587,6 +589,7 @@ impl Daemon {
             http_port,
             runtime_name: version.runtime_name.clone(),
             runtime_version: version.runtime_version.clone(),
+            reserved: opts.reserved.clone(),
         });
         self.handle_event(Event::NodeInfoObserved(info));
     }
@@ -678,6 +681,12 @@ fn start_sources(
     }
     if let Some(c) = &daemon.cluster {
         tokio::spawn(crate::sources::api::run(
+            c.api.client(),
+            opts.node_name.clone(),
+            report.clone(),
+            shutdown_rx.clone(),
+        ));
+        tokio::spawn(crate::sources::node::run(
             c.api.client(),
             opts.node_name.clone(),
             report.clone(),

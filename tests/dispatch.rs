@@ -164,8 +164,9 @@ fn pw_13_restart_requested_between_two_housekeeping_passes_is_honoured() {
     assert_eq!(second.labels["v"], "2", "{calls:?}");
 }
 
-#[test]
-fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
+/// A node of `--max-pods 1` whose API source is ready and that runs pod `a`: the next
+/// pod added is rejected with `OutOfpods`.
+fn full_node_running_a() -> Harness {
     let mut h = Harness::with_config(CoreConfig {
         node_name: "node".into(),
         sources: vec![PodSource::Api],
@@ -177,6 +178,12 @@ fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
     }));
     h.submit(added(PodSource::Api, &pod("a", "a", "ns").build()));
     h.drain();
+    h
+}
+
+#[test]
+fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
+    let mut h = full_node_running_a();
     let b = pod("b", "b", "ns").phase("Failed").deleted(0).build();
     let cmds = h.submit(added(PodSource::Api, &b));
     let ev = cmds
@@ -375,6 +382,102 @@ fn admission_rejects_pods_beyond_max_pods_and_counts_only_active_ones() {
     h.drain();
     h.submit(added(PodSource::Api, &pod("d", "d", "ns").build()));
     assert!(h.has_status("d"), "admitted once a is terminated");
+}
+
+/// AM-01: a rejected pod is Failed with the kubelet's reason and message (`rejectPod`), and a
+/// later update of it (a label change) never starts it: its terminal status is sticky.
+#[test]
+fn am_01_a_rejected_pod_is_failed_and_a_later_update_does_not_start_it() {
+    let mut h = full_node_running_a();
+    h.submit(added(PodSource::Api, &pod("b", "b", "ns").build()));
+    let status = h.node().statuses.get(&uid("b")).expect("a status for b");
+    assert_eq!(status.status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.status.reason.as_deref(), Some("OutOfpods"));
+    assert_eq!(
+        status.status.message.as_deref(),
+        Some("Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1")
+    );
+    assert_eq!(status.status.qos_class.as_deref(), Some("BestEffort"));
+    let relabelled = pod("b", "b", "ns").label("touched", "yes").build();
+    h.submit(Event::PodUpdated(PodConfigChange {
+        source: PodSource::Api,
+        pod: relabelled,
+    }));
+    h.drain();
+    let started = h
+        .commands
+        .iter()
+        .any(|(_, c)| matches!(c, Command::SyncPod(s) if s.uid == uid("b")));
+    assert!(!started, "a rejected pod is never synced to run");
+    let status = h.node().statuses.get(&uid("b")).expect("a status for b");
+    assert_eq!(status.status.phase.as_deref(), Some("Failed"));
+}
+
+fn rejection_reason(h: &Harness, u: &str) -> Option<String> {
+    let status = h.node().statuses.get(&uid(u))?;
+    (status.status.phase.as_deref() == Some("Failed"))
+        .then(|| status.status.reason.clone().unwrap_or_default())
+}
+
+/// AM-03/AM-06 through dispatch: admission reads the machine's allocatable
+/// (`NodeInfoObserved`) and the API Node's taints (`NodeObserved`), and a taint's removal
+/// admits the next pod.
+#[test]
+fn am_06_admission_reads_the_machines_allocatable_and_the_observed_nodes_taints() {
+    use k8s_openapi::api::core::v1::{Node as ApiNode, NodeStatus, ResourceRequirements, Taint};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use ledgerlet::core::record::event::{NodeInfoObserved, NodeObserved};
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::Api],
+        ..CoreConfig::default()
+    });
+    let allocatable = [("cpu", "1"), ("memory", "1Gi"), ("pods", "110")]
+        .map(|(k, v)| (k.to_string(), Quantity(v.into())));
+    h.submit(Event::NodeInfoObserved(NodeInfoObserved {
+        node: Arc::new(ApiNode {
+            status: Some(NodeStatus {
+                allocatable: Some(allocatable.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }));
+    h.submit(Event::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    let mut greedy = (*pod("greedy", "greedy", "ns").build()).clone();
+    greedy.spec.as_mut().unwrap().containers[0].resources = Some(ResourceRequirements {
+        requests: Some([("cpu".to_string(), Quantity("2".into()))].into()),
+        ..Default::default()
+    });
+    h.submit(added(PodSource::Api, &Arc::new(greedy)));
+    assert_eq!(rejection_reason(&h, "greedy").as_deref(), Some("OutOfcpu"));
+
+    let taint = |effect: &str| Taint {
+        key: "maintenance".into(),
+        effect: effect.into(),
+        ..Default::default()
+    };
+    h.submit(Event::NodeObserved(NodeObserved {
+        labels: Default::default(),
+        taints: vec![taint("NoSchedule"), taint("NoExecute")],
+    }));
+    h.submit(added(PodSource::Api, &pod("t1", "t1", "ns").build()));
+    assert_eq!(
+        rejection_reason(&h, "t1").as_deref(),
+        Some("TaintToleration")
+    );
+    h.submit(Event::NodeObserved(NodeObserved {
+        labels: Default::default(),
+        taints: vec![taint("NoSchedule")],
+    }));
+    h.submit(added(PodSource::Api, &pod("t2", "t2", "ns").build()));
+    assert!(
+        h.has_status("t2"),
+        "admitted: NoSchedule is not the kubelet's to check"
+    );
+    assert_eq!(rejection_reason(&h, "t2"), None);
 }
 
 /// A pod no config source wants any more (a removed static pod) has its containers and

@@ -162,6 +162,15 @@ fn one_of_each_kind() -> Vec<Event> {
             consecutive: 3,
             since_seq: Some(30),
         }),
+        Event::NodeObserved(ledgerlet::core::record::event::NodeObserved {
+            labels: [("disk".to_string(), "ssd".to_string())].into(),
+            taints: vec![k8s_openapi::api::core::v1::Taint {
+                key: "dedicated".into(),
+                value: Some("db".into()),
+                effect: "NoExecute".into(),
+                ..Default::default()
+            }],
+        }),
     ]
 }
 

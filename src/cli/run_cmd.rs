@@ -97,6 +97,15 @@ pub struct RunArgs {
     /// Maximum number of pods.
     #[arg(long, default_value_t = 110)]
     max_pods: u32,
+    /// Resources reserved for Kubernetes system daemons, subtracted from the node's
+    /// allocatable (kubelet --kube-reserved): e.g. cpu=100m,memory=100Mi,ephemeral-storage=1Gi
+    /// (cpu, memory, ephemeral-storage, pid).
+    #[arg(long, value_parser = crate::shell::machine::allocatable::parse_reserved, default_value = "")]
+    kube_reserved: crate::shell::machine::allocatable::Reserved,
+    /// Resources reserved for the operating system's daemons, subtracted from the node's
+    /// allocatable (kubelet --system-reserved), in the syntax of --kube-reserved.
+    #[arg(long, value_parser = crate::shell::machine::allocatable::parse_reserved, default_value = "")]
+    system_reserved: crate::shell::machine::allocatable::Reserved,
     /// First CrashLoopBackOff delay.
     #[arg(long, default_value_t = 10_000)]
     crash_loop_backoff_initial_ms: u64,
@@ -245,6 +254,10 @@ pub fn run(args: RunArgs) -> ExitCode {
         max_wait_for_container_runtime_ms: args.max_wait_for_container_runtime_ms,
         address: args.address,
         read_only_port: args.read_only_port,
+        reserved: crate::shell::machine::allocatable::Reservations {
+            kube: args.kube_reserved,
+            system: args.system_reserved,
+        },
         core: CoreConfig {
             resync_interval_ms: args.sync_frequency_ms,
             sync_error_backoff_ms: args.sync_error_backoff_ms,

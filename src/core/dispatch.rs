@@ -7,23 +7,27 @@
 //! ledger shows why each worker update happened. Must not touch worker state directly
 //! except through `PodWorkers`' own operations.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
-use super::admission::{can_admit_pod, Admission};
+use super::admission::{can_admit_pod, needs_other_pods, Admission, NodeView};
 use super::command::{Command, EventType, KubeEvent, ObjectRef};
 use super::config::PodSource;
 use super::merge::SortedCursor;
 use super::node::Node;
 use super::pod;
+use super::pod_status::qos::pod_qos_class;
 use super::pod_workers::{Cx, PodWorkerState};
 use super::timers::TimerKey;
 use super::uid::Uid;
 use super::update::{UpdatePod, UpdateType};
 use crate::core::record::event::{PlegEvent, PlegEventKind, PodRejected, SyncKnownPods};
 use crate::core::record::{Event, Time};
+
+/// The node's OS before the machine is observed (the only one ledgerlet runs on).
+const DEFAULT_OS: &str = "linux";
 
 fn update(
     update_type: UpdateType,
@@ -79,20 +83,46 @@ impl Node {
         !terminal || status.is_some_and(|s| s.is_termination_requested())
     }
 
-    /// `HandlePodAdditions` for one pod.
-    pub(super) fn handle_pod_addition(&mut self, p: &Arc<Pod>, now: Time, out: &mut Vec<Command>) {
-        // Active pods are a subset of the existing ones: while fewer pods exist than the
-        // limit, admission cannot reject on count and nothing needs scanning.
+    /// `canAdmitPod` against the node as the core knows it: the other active pods are
+    /// collected only when the verdict depends on them (requests, host ports, or a pod
+    /// count that may be at its limit; active pods are a subset of the existing ones).
+    fn admit(&self, p: &Pod) -> Admission {
         let may_be_full = self.pod_manager.len() >= self.config.max_pods as usize;
-        let active: Vec<&Pod> = if may_be_full {
+        let active: Vec<&Pod> = if may_be_full || needs_other_pods(p) {
             self.pod_manager
                 .pods()
-                .filter(|e| self.is_active(e))
+                .filter(|e| self.is_active(e) && pod::uid_str(e) != pod::uid_str(p))
                 .map(|e| &**e)
                 .collect()
         } else {
             Vec::new()
         };
+        let machine = self.node_status.machine.as_deref();
+        let empty = BTreeMap::new();
+        let labels = match (&self.api_node, machine) {
+            (Some(api), _) => &api.labels,
+            (None, Some(m)) => m.metadata.labels.as_ref().unwrap_or(&empty),
+            (None, None) => &empty,
+        };
+        let name = self.node_status.node_name(&self.config);
+        let node = NodeView {
+            name: &name,
+            labels,
+            taints: self.api_node.as_ref().map_or(&[], |n| &n.taints[..]),
+            allocatable: machine
+                .and_then(|m| m.status.as_ref())
+                .and_then(|s| s.allocatable.as_ref()),
+            max_pods: self.config.max_pods,
+            os: machine
+                .and_then(|m| m.status.as_ref())
+                .and_then(|s| s.node_info.as_ref())
+                .map_or(DEFAULT_OS, |i| &i.operating_system),
+        };
+        can_admit_pod(&node, &active, p)
+    }
+
+    /// `HandlePodAdditions` for one pod.
+    pub(super) fn handle_pod_addition(&mut self, p: &Arc<Pod>, now: Time, out: &mut Vec<Command>) {
         let admission = if self.shutting_down {
             Admission::Reject {
                 reason: "NodeShutdown".into(),
@@ -104,12 +134,9 @@ impl Node {
             .is_some_and(|s| s.is_termination_requested())
         {
             Admission::Admit
-        } else if may_be_full {
-            can_admit_pod(&self.config, &active, p)
         } else {
-            Admission::Admit
+            self.admit(p)
         };
-        drop(active);
         let uid = self.canonical_uid(&pod::uid(p));
         self.pod_manager.upsert(uid, p.clone());
         let pm = self.pod_manager.get_pod_and_mirror_pod(p);
@@ -134,6 +161,25 @@ impl Node {
             return;
         }
         out.push(update(UpdateType::Create, p.clone(), pm.mirror, now));
+    }
+
+    /// `rejectPod`'s status: the pod counts as terminal from now on, and the status manager
+    /// holds it as Failed with the admission's reason (sticky: a later update of the pod
+    /// syncs a terminal pod, which starts nothing).
+    pub(super) fn on_pod_rejected(&mut self, r: &PodRejected, now: Time) {
+        let uid = self.canonical_uid(&r.uid);
+        self.rejected.insert(uid.clone());
+        let Some(p) = self.pod_manager.get(&uid).cloned() else {
+            return;
+        };
+        let status = PodStatus {
+            qos_class: Some(pod_qos_class(&p)),
+            phase: Some("Failed".into()),
+            reason: Some(r.reason.clone()),
+            message: Some(r.message.clone()),
+            ..PodStatus::default()
+        };
+        self.set_pod_status(&uid, &p, status, now);
     }
 
     /// `HandlePodUpdates` for one pod (also used for graceful deletions).

@@ -57,6 +57,9 @@ pub struct Node {
     /// The node is shutting down: new pods are rejected.
     #[serde(default)]
     pub shutting_down: bool,
+    /// The Node as the API server last showed it (labels and taints admission reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_node: Option<crate::core::record::event::NodeObserved>,
     /// Pods rejected at admission (they count as terminal).
     pub rejected: BTreeSet<Uid>,
     /// Housekeeping's remembered set differences (not state: never serialised, always equal).
@@ -240,9 +243,7 @@ impl Node {
             }
             Event::SyncKnownPods(s) => self.handle_sync_known_pods(s, record.seq, now, out),
             Event::KillCompleted(_) => {}
-            Event::PodRejected(r) => {
-                self.rejected.insert(r.uid.clone());
-            }
+            Event::PodRejected(r) => self.on_pod_rejected(r, now),
             Event::RuntimeActionFinished(a) => self.handle_runtime_action(a, now, out),
             Event::NodeShutdown(_) => {
                 self.handle_node_shutdown(now, out);
@@ -259,6 +260,7 @@ impl Node {
                 };
             }
             Event::StatusSyncFinished(f) => self.on_status_sync_finished(f, out),
+            Event::NodeObserved(n) => self.api_node = Some(n.clone()),
             Event::NodeInfoObserved(n) => self.node_status.on_node_info(ncx!(self, now, out), n),
             Event::RuntimeHealth(h) => self.node_status.on_runtime_health(ncx!(self, now, out), h),
             Event::ProbeFinished(f) => self.probe_finished(f, record.seq, now, out),

@@ -143,6 +143,20 @@ fn own_heap_bytes(r: &Record) -> usize {
         Event::ManifestRejected(m) => m.path.len() + m.error.len(),
         Event::AgentRestarted(a) => a.dropped.as_ref().map_or(0, String::len),
         Event::NodeInfoObserved(_) => 0,
+        Event::NodeObserved(n) => {
+            let labels: usize = n.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+            let taints: usize = n
+                .taints
+                .iter()
+                .map(|t| {
+                    size_of::<k8s_openapi::api::core::v1::Taint>()
+                        + t.key.len()
+                        + t.effect.len()
+                        + t.value.as_ref().map_or(0, String::len)
+                })
+                .sum();
+            labels + taints
+        }
         Event::RuntimeHealth(h) => h.message.len(),
         Event::NodeSyncFinished(n) => {
             n.uid.as_ref().map_or(0, uid)

@@ -9,8 +9,8 @@
 //! capacity, which the core reports as "missing node capacity") with a debug log. Must not
 //! add conditions: they are the core's (`core::node_status`).
 //!
-//! Choices: allocatable equals capacity (no `--kube-reserved`, `--system-reserved` or eviction
-//! threshold is subtracted yet); `nodeInfo.architecture` and the arch labels use Go's names
+//! Choices: allocatable is capacity minus `--kube-reserved`, `--system-reserved` and the
+//! kubelet's default hard eviction thresholds (`machine::allocatable`); `nodeInfo.architecture` and the arch labels use Go's names
 //! (`amd64`, `arm64`), as the kubelet's `GOARCH` does, because cluster workloads select on
 //! them; `kubeletVersion` is [`kubelet_version`]; the kubelet endpoint port is the agent's HTTP
 //! port.
@@ -59,6 +59,8 @@ pub struct MachineConfig {
     pub runtime_name: String,
     /// CRI `Version.runtime_version` (e.g. `1.7.22`).
     pub runtime_version: String,
+    /// `--kube-reserved` and `--system-reserved`.
+    pub reserved: allocatable::Reservations,
 }
 
 /// Facts read from the host; each is empty (or `None`) when it could not be read.
@@ -167,7 +169,7 @@ pub fn build_node(config: &MachineConfig, facts: &HostFacts) -> Node {
         },
         spec: None,
         status: Some(NodeStatus {
-            allocatable: Some(capacity.clone()),
+            allocatable: Some(allocatable::allocatable(&capacity, &config.reserved)),
             capacity: Some(capacity),
             addresses: Some(addresses),
             daemon_endpoints: Some(NodeDaemonEndpoints {
@@ -328,6 +330,8 @@ fn fs_capacity(dir: &Path) -> Option<u64> {
     tracing::debug!(dir = %dir.display(), "machine info: cannot statvfs the root directory");
     None
 }
+
+pub mod allocatable;
 
 #[cfg(test)]
 mod tests;

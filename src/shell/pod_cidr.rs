@@ -13,8 +13,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
-use kube::runtime::{watcher, WatchStreamExt};
 use tokio::sync::watch as signal;
 
 use crate::cri::CriClient;
@@ -47,12 +45,7 @@ pub async fn run(
     retry_period_ms: u64,
     mut shutdown: signal::Receiver<bool>,
 ) {
-    let api: Api<Node> = Api::all(client);
-    let config = watcher::Config::default().fields(&format!("metadata.name={node_name}"));
-    let mut nodes = watcher(api, config)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
+    let mut nodes = crate::sources::node::watch_own_node(client, &node_name);
     let mut retry = tokio::time::interval(Duration::from_millis(retry_period_ms.max(1)));
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut wanted: Option<String> = None;

@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod file;
+pub mod node;
 pub mod pleg;
 
 /// What a source sends towards the engine: one ledger event, appended as an input record

@@ -54,13 +54,27 @@ impl RealCluster {
     /// build (`CARGO_BIN_EXE_ledgerlet`) as its node, named `node` (`scripts/cluster.sh up
     /// DIR --runtime containerd`); torn down at process exit like [`RealCluster::shared`].
     pub fn shared_containerd(node: &str) -> Option<&'static RealCluster> {
+        RealCluster::shared_containerd_with(node, &[])
+    }
+
+    /// [`RealCluster::shared_containerd`] with more `ledgerlet run` flags for its node
+    /// (`--node-arg`); the first caller's flags win for the test binary.
+    pub fn shared_containerd_with(
+        node: &str,
+        agent_flags: &[&str],
+    ) -> Option<&'static RealCluster> {
         static CONTAINERD: OnceLock<Option<RealCluster>> = OnceLock::new();
         CONTAINERD
             .get_or_init(|| {
-                RealCluster::start_with(
-                    "-containerd",
-                    &["--runtime", "containerd", "--node-name", node],
-                )
+                let mut args = vec![
+                    "--runtime".to_string(),
+                    "containerd".to_string(),
+                    "--node-name".to_string(),
+                    node.to_string(),
+                ];
+                args.extend(agent_flags.iter().map(|f| format!("--node-arg={f}")));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                RealCluster::start_with("-containerd", &args)
             })
             .as_ref()
     }

@@ -293,6 +293,19 @@ pub struct NodeInfoObserved {
     pub node: Arc<k8s_openapi::api::core::v1::Node>,
 }
 
+/// The Node object as the API server has it, reduced to what the core reads: its labels
+/// and taints (admission's node affinity and `NoExecute` checks). Recorded by the node
+/// watch when either changes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeObserved {
+    /// `metadata.labels`.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// `spec.taints`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<k8s_openapi::api::core::v1::Taint>,
+}
+
 /// The container runtime's health changed (kubelet `updateRuntimeUp`, every 5 s, recorded
 /// only on change).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -583,6 +596,8 @@ events! {
     ProbeFinished(crate::core::probes::ProbeFinished),
     /// A probe's cached result changed (derived; only on change).
     ProbeResult(crate::core::probes::ProbeResult),
+    /// The Node object's labels or taints changed in the API server.
+    NodeObserved(NodeObserved),
 }
 
 /// Where an event holds its pod's UID (see [`Event::pod_uid_ref`]).
@@ -648,7 +663,7 @@ impl Event {
             Event::NodeSyncFinished(e) => e.uid.as_ref().map(UidRef::Uid),
             Event::ProbeFinished(e) => Some(UidRef::Uid(&e.uid)),
             Event::ProbeResult(e) => Some(UidRef::Uid(&e.uid)),
-            Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) => None,
+            Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) | Event::NodeObserved(_) => None,
             Event::ConfigApplied(_)
             | Event::SourceReady(_)
             | Event::SyncKnownPods(_)

@@ -10,6 +10,7 @@ fn config(root: &Path) -> MachineConfig {
         http_port: 10255,
         runtime_name: "ledgerlet-embedded".into(),
         runtime_version: "0.1.0".into(),
+        reserved: Default::default(),
     }
 }
 
@@ -35,8 +36,13 @@ fn the_node_of_this_host_has_capacity_labels_and_node_info() {
     assert_eq!(cap["pods"].0, "110");
     assert!(cap["cpu"].0.parse::<u64>().unwrap() >= 1);
     assert!(cap["memory"].0.ends_with('i'), "{}", cap["memory"].0);
-    let allocatable = status.allocatable.as_ref();
-    assert_eq!(allocatable, Some(cap), "no reservations yet");
+    let allocatable = status.allocatable.as_ref().unwrap();
+    assert_eq!(allocatable["cpu"], cap["cpu"], "no reservation");
+    assert_eq!(allocatable["pods"], cap["pods"]);
+    assert_ne!(
+        allocatable["memory"], cap["memory"],
+        "the 100Mi hard eviction threshold"
+    );
 
     let addresses = status.addresses.iter().flatten();
     let addresses: Vec<(&str, &str)> = addresses.map(|a| (&*a.type_, &*a.address)).collect();
