@@ -17,7 +17,8 @@
 #        gets spec.podCIDR from 10.244.0.0/16) and kube-scheduler; then, unless --no-node, ledgerlet
 #        as the node (target/release/ledgerlet, built with `cargo build --release` when missing
 #        or older than the sources; LEDGERLET_BIN overrides it) with the node's own
-#        certificate (CN=system:node:NAME, O=system:nodes).
+#        certificate (CN=system:node:NAME, O=system:nodes), --cluster-dns 10.96.0.10 and
+#        --cluster-domain cluster.local, as a kubeadm node (no DNS server answers there).
 #        It returns 0 once the node is Ready=True (with --no-node: once the apiserver's
 #        /readyz is ok, the controller-manager and the scheduler are healthy and the
 #        default ServiceAccount exists). A component that is not up within
@@ -39,6 +40,8 @@
 #                          hands it the node's podCIDR with CRI UpdateRuntimeConfig. Two
 #                          containerd clusters at once would both get 10.244.0.0/24: set
 #                          LEDGERLET_CLUSTER_CIDR (e.g. 10.245.0.0/16) for the second.
+#                          A second runc handler, `ledgerlet-test`, is there for
+#                          RuntimeClass tests.
 #                          ledgerlet runs with --stop-pods-on-exit always, so
 #                          `down` removes the pods' sandboxes through CRI.
 #   --no-node              the control plane only.
@@ -92,6 +95,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 timeout_s="${LEDGERLET_CLUSTER_TIMEOUT:-120}"
 cluster_cidr="${LEDGERLET_CLUSTER_CIDR:-10.244.0.0/16}"
 service_cidr="10.96.0.0/16"
+# the cluster DNS Service IP pods are pointed at (kubeadm's: the tenth of the service range)
+cluster_dns="10.96.0.10"
 service_ip="10.96.0.1"
 # kube-controller-manager --controllers (names or aliases of kube-controller-manager v1.34)
 controllers="serviceaccount,serviceaccount-token,namespace,garbagecollector,nodelifecycle"
@@ -350,6 +355,11 @@ state = "$c/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         Root = "$c/runc"
+    # a second handler, for RuntimeClass tests (a RuntimeClass with handler ledgerlet-test)
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.ledgerlet-test]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.ledgerlet-test.options]
+        Root = "$c/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$c/cni/conf"
@@ -566,6 +576,7 @@ EOF
       --root-dir "$dir/node" --pod-logs-dir "$dir/node/pod-logs" \
       --pod-manifest-path "$dir/manifests" \
       --address 127.0.0.1 --read-only-port "$node_port" \
+      --cluster-dns "$cluster_dns" --cluster-domain cluster.local \
       "${runtime_args[@]}"
     wait_for ledgerlet "serving on http://127.0.0.1:$node_port" node_http_healthy
     wait_for ledgerlet "has registered Node $node_name" node_registered

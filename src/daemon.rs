@@ -92,6 +92,8 @@ pub struct RunOptions {
     pub ledger_grpc_address: Option<SocketAddr>,
     /// The durable ledger (`--ledger-dir`), if any.
     pub durable: Option<DurableConfig>,
+    /// Pod DNS (`--cluster-dns`, `--cluster-domain`, `--resolv-conf`).
+    pub dns: crate::shell::dns::DnsSettings,
 }
 
 /// The agent stopped on SIGQUIT after the flight recorder wrote its file.
@@ -499,12 +501,17 @@ impl Daemon {
                 node_name: opts.node_name.clone(),
                 node_ip: opts.node_ip.clone(),
                 pods_dir: opts.root_dir.join("pods"),
+                dns: opts.dns.clone(),
+                managed_files: opts.container_runtime_endpoint.is_some(),
             },
             report.clone(),
         );
         if let Some(c) = &cluster {
             executor = executor.with_secrets(SecretResolver::new(c.api.clone(), redactor.clone()));
         }
+        executor = executor.with_runtime_classes(crate::shell::runtime_class::RuntimeClasses::new(
+            cluster.as_ref().map(|c| c.api.clone()),
+        ));
         let projector = crate::shell::projected::Projector::new(
             cluster.as_ref().map(|c| c.api.clone()),
             redactor.clone(),

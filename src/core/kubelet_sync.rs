@@ -588,6 +588,9 @@ impl Node {
                     format!("Error: {message}"),
                 ));
             }
+            (RuntimeAction::PodConfigWarning { reason, message }, _) => {
+                out.push(event(&p, EventType::Warning, reason, message.clone()));
+            }
             (RuntimeAction::CreateSandbox { .. }, ActionOutcome::Failed { message, .. }) => {
                 out.push(event(
                     &p,

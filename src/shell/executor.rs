@@ -69,6 +69,8 @@ pub struct Executor {
     secrets: Option<Arc<super::secrets::SecretResolver>>,
     /// Writes projected, configMap, secret and downwardAPI volumes.
     projector: super::projected::Projector,
+    /// Resolves `runtimeClassName` to the sandbox's runtime handler.
+    runtime_classes: super::runtime_class::RuntimeClasses,
 }
 
 struct Step<'a> {
@@ -131,7 +133,17 @@ impl Executor {
             cancels: Arc::default(),
             secrets: None,
             projector,
+            runtime_classes: Default::default(),
         }
+    }
+
+    /// The same executor resolving `runtimeClassName` through `classes`.
+    pub fn with_runtime_classes(
+        mut self,
+        classes: super::runtime_class::RuntimeClasses,
+    ) -> Executor {
+        self.runtime_classes = classes;
+        self
     }
 
     /// The same executor writing projected (and configMap, secret, downwardAPI) volumes
@@ -274,26 +286,23 @@ impl Executor {
             .find(|s| s.id == sandbox_id)
             .map_or(0, |s| s.attempt);
         let mut pod_ip = cmd.runtime.ips.first().cloned().unwrap_or_default();
+        let starts = !(plan.start_init.is_empty() && plan.start.is_empty());
         if let Some(a) = plan.create_sandbox {
             attempt = a;
+        }
+        // the sandbox's configuration, formed once for a new sandbox and the containers'
+        // creation (kubelet generatePodSandboxConfig); a failure fails the sync
+        let sandbox_config = if plan.create_sandbox.is_some() || starts {
+            self.sandbox_config(step, p, attempt).await
+        } else {
+            Ok(cri_config::sandbox_config(&self.ctx, p, attempt))
+        };
+        if let Some(a) = plan.create_sandbox {
             metrics::counter!(STARTED_PODS_TOTAL).increment(1);
             let started = Instant::now();
-            let config = cri_config::sandbox_config(&self.ctx, p, a);
-            let run = match std::fs::create_dir_all(&config.log_directory) {
-                Err(e) => Err(format!(
-                    "cannot create log directory {}: {e}",
-                    config.log_directory
-                )),
-                Ok(()) => {
-                    let run = self.cri.run_pod_sandbox(config, "").await;
-                    metrics::histogram!(RUN_PODSANDBOX_DURATION_SECONDS, "runtime_handler" => "")
-                        .record(started.elapsed().as_secs_f64());
-                    if run.is_err() {
-                        metrics::counter!(RUN_PODSANDBOX_ERRORS_TOTAL, "runtime_handler" => "")
-                            .increment(1);
-                    }
-                    run.map_err(|e| e.to_string())
-                }
+            let run = match &sandbox_config {
+                Err(e) => Err(e.clone()),
+                Ok(config) => self.run_sandbox(p, config.clone()).await,
             };
             let action = RuntimeAction::CreateSandbox { attempt: a };
             match run {
@@ -324,7 +333,14 @@ impl Executor {
                 ),
             };
         }
-        let sandbox_config = cri_config::sandbox_config(&self.ctx, p, attempt);
+        let sandbox_config = match sandbox_config {
+            Ok(config) => config,
+            Err(e) => {
+                return SyncOutcome::Failed {
+                    message: format!("GeneratePodSandboxConfig failed: {e}"),
+                }
+            }
+        };
         // the pod's volumes, before any container starts (kubelet WaitForAttachAndMount); a
         // failure fails each start with CreateContainerConfigError naming the volume
         let volumes = if plan.start_init.is_empty() && plan.start.is_empty() {
@@ -368,6 +384,72 @@ impl Executor {
                 message: errors.join("; "),
             }
         }
+    }
+
+    /// `generatePodSandboxConfig` with the pod's DNS (kubelet `GetPodDNS`); the warnings
+    /// forming it raised are reported for the pod's Warning events.
+    async fn sandbox_config(
+        &self,
+        step: &Step<'_>,
+        p: &Pod,
+        attempt: u32,
+    ) -> Result<v1::PodSandboxConfig, String> {
+        let mut config = cri_config::sandbox_config(&self.ctx, p, attempt);
+        let dns = super::dns::for_pod(&self.ctx.dns, p)?;
+        for w in dns.warnings {
+            let action = RuntimeAction::PodConfigWarning {
+                reason: w.reason.into(),
+                message: w.message,
+            };
+            step.report(action, ok(None, None), Instant::now()).await;
+        }
+        config.dns_config = Some(dns.config);
+        Ok(config)
+    }
+
+    /// `createPodSandbox`: the log directory, the runtime handler of the pod's
+    /// RuntimeClass, then `RunPodSandbox`.
+    async fn run_sandbox(&self, p: &Pod, config: v1::PodSandboxConfig) -> Result<String, String> {
+        std::fs::create_dir_all(&config.log_directory)
+            .map_err(|e| format!("cannot create log directory {}: {e}", config.log_directory))?;
+        let handler = self.runtime_classes.handler(p).await?;
+        let started = Instant::now();
+        let run = self.cri.run_pod_sandbox(config, &handler).await;
+        metrics::histogram!(RUN_PODSANDBOX_DURATION_SECONDS, "runtime_handler" => handler.clone())
+            .record(started.elapsed().as_secs_f64());
+        if run.is_err() {
+            metrics::counter!(RUN_PODSANDBOX_ERRORS_TOTAL, "runtime_handler" => handler)
+                .increment(1);
+        }
+        run.map_err(|e| e.to_string())
+    }
+
+    /// The kubelet-managed files of a container (`makeMounts`): its termination-message
+    /// file and the pod's `/etc/hosts`, on runtimes that mount them.
+    fn managed_mounts(
+        &self,
+        p: &Pod,
+        c: &k8s_openapi::api::core::v1::Container,
+        s: &ContainerStart,
+        pod_ip: &str,
+    ) -> Result<Vec<v1::Mount>, String> {
+        if !self.ctx.managed_files {
+            return Ok(Vec::new());
+        }
+        let pods_dir = &self.ctx.pods_dir;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let id = format!("{}-{nanos:x}", s.restart_count);
+        let ips: Vec<String> = Some(pod_ip.to_string())
+            .filter(|ip| !ip.is_empty())
+            .into_iter()
+            .collect();
+        let domain = &self.ctx.dns.cluster_domain;
+        Ok(super::termination_message::mount(pods_dir, p, c, &id)?
+            .into_iter()
+            .chain(super::etc_hosts::mount(pods_dir, domain, p, c, &ips)?)
+            .collect())
     }
 
     async fn start_container(
@@ -447,8 +529,11 @@ impl Executor {
                 None => None,
             };
             let volumes = target.volumes.as_ref().map_err(String::clone)?;
-            cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, values.as_ref())
-                .map_err(|e| e.0)
+            let mut config =
+                cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, values.as_ref())
+                    .map_err(|e| e.0)?;
+            config.mounts.extend(self.managed_mounts(p, c, s, pod_ip)?);
+            Ok::<_, String>(config)
         }
         .await;
         let create = match config {

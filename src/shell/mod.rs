@@ -6,6 +6,8 @@
 
 pub mod api;
 pub mod cri_config;
+pub mod dns;
+pub mod etc_hosts;
 pub mod events;
 pub mod executor;
 pub mod hooks;
@@ -15,9 +17,11 @@ pub mod pod_cidr;
 pub mod prober;
 pub mod projected;
 pub mod redact;
+pub mod runtime_class;
 pub mod runtime_health;
 pub mod runtime_view;
 pub mod secrets;
+pub mod termination_message;
 pub mod timers;
 pub mod volumes;
 

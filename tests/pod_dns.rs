@@ -1,0 +1,461 @@
+//! What a container sees of its node's naming and what it leaves behind, as on a kubelet-run
+//! node, on a real control plane with containerd: its `/etc/resolv.conf` per `dnsPolicy`
+//! and `dnsConfig` (the node runs with `--cluster-dns 10.96.0.10 --cluster-domain
+//! cluster.local`, as a kubeadm node), the kubelet-managed `/etc/hosts`, termination
+//! messages (the file, and the log's end with `FallbackToLogsOnError`), and the
+//! RuntimeClass handler its sandbox runs with. Every check reads what the container printed
+//! or what the API and the runtime report.
+
+mod support;
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
+use kube::api::{ListParams, PostParams};
+use ledgerlet::cri::{v1, CriClient, CriClientOptions};
+use support::on_containerd::{main_status, phase, pod_ip, IMAGE};
+use support::real_cluster::{Kube, RealCluster};
+
+const NODE: &str = "dns-node";
+
+fn cluster() -> Option<&'static RealCluster> {
+    RealCluster::shared_containerd(NODE)
+}
+
+/// A pod bound to the node, no service-account token, never restarted, from `spec` (its
+/// `containers` use the test image unless they name one).
+fn pod(name: &str, mut spec: serde_json::Value) -> Pod {
+    for c in spec["containers"].as_array_mut().expect("containers") {
+        c.as_object_mut()
+            .unwrap()
+            .entry("image")
+            .or_insert(IMAGE.into());
+    }
+    let spec = spec.as_object_mut().unwrap();
+    spec.entry("nodeName").or_insert(NODE.into());
+    spec.insert("automountServiceAccountToken".into(), false.into());
+    spec.insert("terminationGracePeriodSeconds".into(), 1.into());
+    spec.insert("restartPolicy".into(), "Never".into());
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// One container `main` running `sh -c script`.
+fn one(script: &str) -> serde_json::Value {
+    serde_json::json!([{"name": "main", "command": ["sh", "-c", script]}])
+}
+
+/// Creates `p` and waits until it has ended (Succeeded or Failed) → the pod.
+fn run_to_end(admin: &Kube, p: &Pod) -> Pod {
+    let pods = admin.api::<Pod>("default");
+    let name = p.metadata.name.clone().unwrap();
+    let _ = admin.run(pods.delete(&name, &Default::default()));
+    admin.wait_for(&format!("{name} gone before it is created"), 60, |k| {
+        k.run(pods.get_opt(&name)).ok()?.is_none().then_some(())
+    });
+    admin
+        .run(pods.create(&PostParams::default(), p))
+        .expect("create pod");
+    admin.wait_for(&format!("{name} ended"), 120, |k| {
+        let p = k.run(pods.get(&name)).ok()?;
+        matches!(phase(&p), Some("Succeeded") | Some("Failed")).then_some(p)
+    })
+}
+
+/// What the pod's container `main` printed: its CRI log file in the node's pod log
+/// directory, without the time, stream and tag of each line. (The API server's `pods/log`
+/// needs the node's HTTPS API, which this test bed's node does not serve.)
+fn log(c: &RealCluster, p: &Pod) -> String {
+    let dir = c.dir.join("node/pod-logs").join(format!(
+        "default_{}_{}",
+        p.metadata.name.as_deref().unwrap(),
+        p.metadata.uid.as_deref().unwrap()
+    ));
+    let text = std::fs::read_to_string(dir.join("main/0.log"))
+        .unwrap_or_else(|e| panic!("the log in {}: {e}", dir.display()));
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut fields = line.splitn(4, ' ');
+        let (_, _, tag) = (fields.next(), fields.next(), fields.next());
+        out.push_str(fields.next().unwrap_or_default());
+        if tag != Some("P") {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `status.containerStatuses[name].state.terminated.message`.
+fn terminated_message(p: &Pod, container: &str) -> Option<String> {
+    let statuses = p.status.as_ref()?.container_statuses.as_ref()?;
+    let s = statuses.iter().find(|s| s.name == container)?;
+    s.state.as_ref()?.terminated.as_ref()?.message.clone()
+}
+
+fn delete(admin: &Kube, name: &str) {
+    let _ = admin.run(
+        admin
+            .api::<Pod>("default")
+            .delete(name, &Default::default()),
+    );
+}
+
+/// The node's resolv.conf nameservers (what `dnsPolicy: Default` pods get).
+fn node_nameservers() -> Vec<String> {
+    std::fs::read_to_string("/etc/resolv.conf")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("nameserver "))
+        .map(|s| s.trim().to_string())
+        .collect()
+}
+
+/// PC-01: `ClusterFirst`, the default.
+#[test]
+fn a_cluster_first_pod_resolves_through_the_cluster_dns_with_the_namespace_search_path() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let p = run_to_end(
+        &admin,
+        &pod(
+            "dns-cluster-first",
+            serde_json::json!({"containers": one("cat /etc/resolv.conf")}),
+        ),
+    );
+    assert_eq!(phase(&p), Some("Succeeded"));
+    let conf = log(c, &p);
+    let lines: Vec<&str> = conf.lines().map(str::trim).collect();
+    assert!(lines.contains(&"nameserver 10.96.0.10"), "{conf}");
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("nameserver")).count(),
+        1,
+        "the cluster DNS is the only nameserver:\n{conf}"
+    );
+    let search = lines
+        .iter()
+        .find(|l| l.starts_with("search "))
+        .unwrap_or_else(|| panic!("no search line in\n{conf}"));
+    assert!(
+        search.starts_with("search default.svc.cluster.local svc.cluster.local cluster.local"),
+        "{conf}"
+    );
+    assert!(lines.contains(&"options ndots:5"), "{conf}");
+    delete(&admin, "dns-cluster-first");
+}
+
+/// PC-01: `None` with `dnsConfig`, and `Default`.
+#[test]
+fn dns_policy_none_takes_only_the_pod_dns_config_and_default_takes_the_nodes_resolver() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let none = pod(
+        "dns-none",
+        serde_json::json!({
+            "dnsPolicy": "None",
+            "dnsConfig": {
+                "nameservers": ["192.0.2.53"],
+                "searches": ["corp.example"],
+                "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}]
+            },
+            "containers": one("cat /etc/resolv.conf")
+        }),
+    );
+    let p = run_to_end(&admin, &none);
+    assert_eq!(phase(&p), Some("Succeeded"));
+    let conf = log(c, &p);
+    let lines: Vec<&str> = conf.lines().map(str::trim).collect();
+    assert!(lines.contains(&"nameserver 192.0.2.53"), "{conf}");
+    assert!(!conf.contains("10.96.0.10"), "{conf}");
+    assert!(lines.contains(&"search corp.example"), "{conf}");
+    let options = lines
+        .iter()
+        .find(|l| l.starts_with("options "))
+        .unwrap_or_else(|| panic!("no options line in\n{conf}"));
+    assert!(
+        options.contains("ndots:2") && options.contains("edns0"),
+        "{conf}"
+    );
+    delete(&admin, "dns-none");
+
+    let default = pod(
+        "dns-default",
+        serde_json::json!({"dnsPolicy": "Default", "containers": one("cat /etc/resolv.conf")}),
+    );
+    let p = run_to_end(&admin, &default);
+    assert_eq!(phase(&p), Some("Succeeded"));
+    let conf = log(c, &p);
+    assert!(!conf.contains("10.96.0.10"), "{conf}");
+    assert!(!conf.contains("svc.cluster.local"), "{conf}");
+    for ns in node_nameservers().iter().take(3) {
+        assert!(
+            conf.contains(&format!("nameserver {ns}")),
+            "{ns} in\n{conf}"
+        );
+    }
+    delete(&admin, "dns-default");
+}
+
+/// PC-03 for a pod with its own network.
+#[test]
+fn a_pods_etc_hosts_holds_its_ip_hostname_fully_qualified_name_and_host_aliases() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let p = pod(
+        "hosts-pod",
+        serde_json::json!({
+            "hostname": "db",
+            "subdomain": "peers",
+            "hostAliases": [
+                {"ip": "127.0.0.1", "hostnames": ["foo.local", "bar.local"]},
+                {"ip": "10.1.2.3", "hostnames": ["foo.remote"]}
+            ],
+            "containers": one("cat /etc/hosts")
+        }),
+    );
+    let p = run_to_end(&admin, &p);
+    assert_eq!(phase(&p), Some("Succeeded"));
+    let ip = pod_ip(&p).expect("the pod's IP");
+    let hosts = log(c, &p);
+    assert!(
+        hosts.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"),
+        "{hosts}"
+    );
+    assert!(
+        hosts.contains(&format!("\n{ip}\tdb.peers.default.svc.cluster.local\tdb\n")),
+        "{hosts}"
+    );
+    assert!(
+        hosts.ends_with(
+            "\n# Entries added by HostAliases.\n127.0.0.1\tfoo.local\tbar.local\n10.1.2.3\tfoo.remote\n"
+        ),
+        "{hosts}"
+    );
+    delete(&admin, "hosts-pod");
+}
+
+/// PC-03 on the host network (kubelet 1.31+: the file does not wait for a pod IP).
+#[test]
+fn a_host_network_pods_etc_hosts_is_the_nodes_with_its_host_aliases() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let p = pod(
+        "hosts-hostnet",
+        serde_json::json!({
+            "hostNetwork": true,
+            "hostAliases": [{"ip": "10.9.8.7", "hostnames": ["alias.hostnet"]}],
+            "containers": one("cat /etc/hosts")
+        }),
+    );
+    let p = run_to_end(&admin, &p);
+    assert_eq!(phase(&p), Some("Succeeded"));
+    let hosts = log(c, &p);
+    let node = std::fs::read_to_string("/etc/hosts").expect("the node's /etc/hosts");
+    assert_eq!(
+        hosts,
+        format!(
+            "# Kubernetes-managed hosts file (host network).\n{node}\n\
+             # Entries added by HostAliases.\n10.9.8.7\talias.hostnet\n"
+        )
+    );
+    delete(&admin, "hosts-hostnet");
+}
+
+/// VO-05: the file, and its 4096-byte bound.
+#[test]
+fn a_container_that_writes_its_termination_message_reports_it_when_it_ends() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let p = pod(
+        "term-msg",
+        serde_json::json!({"containers": [
+            {"name": "main", "command": ["sh", "-c", "printf bye-from-main > /dev/termination-log"]},
+            // a custom path, and a message over the 4096-byte bound: its end is kept
+            {"name": "long", "terminationMessagePath": "/tmp/why",
+             "command": ["sh", "-c", "for i in $(seq 1 1000); do printf xxxxx; done > /tmp/why; printf THE-END >> /tmp/why; exit 2"]}
+        ]}),
+    );
+    let p = run_to_end(&admin, &p);
+    assert_eq!(phase(&p), Some("Failed"));
+    assert_eq!(
+        terminated_message(&p, "main").as_deref(),
+        Some("bye-from-main")
+    );
+    let long = terminated_message(&p, "long").expect("long's message");
+    assert_eq!(long.len(), 4096, "{long}");
+    assert!(long.ends_with("xxTHE-END"), "{long}");
+    delete(&admin, "term-msg");
+}
+
+/// VO-05: `FallbackToLogsOnError`.
+#[test]
+fn a_failed_container_with_fallback_to_logs_on_error_reports_the_end_of_its_log() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let p = pod(
+        "term-fallback",
+        serde_json::json!({"containers": [
+            {"name": "main", "terminationMessagePolicy": "FallbackToLogsOnError",
+             "command": ["sh", "-c", "for i in $(seq 1 100); do echo line $i; done; exit 3"]},
+            // it succeeded: no message, whatever its log
+            {"name": "ok", "terminationMessagePolicy": "FallbackToLogsOnError",
+             "command": ["sh", "-c", "echo all good"]}
+        ]}),
+    );
+    let p = run_to_end(&admin, &p);
+    assert_eq!(phase(&p), Some("Failed"));
+    let msg = terminated_message(&p, "main").expect("main's message");
+    // the last 80 lines
+    assert!(msg.starts_with("line 21\n"), "{msg}");
+    assert!(msg.ends_with("line 99\nline 100\n"), "{msg}");
+    assert_eq!(terminated_message(&p, "ok"), None);
+    let main = main_status(&p).expect("main's status");
+    assert_eq!(
+        main.state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        3
+    );
+    delete(&admin, "term-fallback");
+}
+
+/// The runtime handler containerd reports for the pod's newest sandbox (CRI
+/// `PodSandboxStatus.runtime_handler`, what `crictl inspectp` shows).
+fn sandbox_handler(c: &RealCluster, uid: &str) -> Option<String> {
+    let endpoint = format!(
+        "unix://{}",
+        c.dir.join("containerd/containerd.sock").display()
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let cri = CriClient::connect(&endpoint, CriClientOptions::default())
+            .await
+            .ok()?;
+        let filter = v1::PodSandboxFilter {
+            label_selector: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
+            ..Default::default()
+        };
+        let mut sandboxes = cri.list_pod_sandbox(Some(filter)).await.ok()?;
+        sandboxes.sort_by_key(|s| std::cmp::Reverse(s.created_at));
+        let status = cri
+            .pod_sandbox_status(&sandboxes.first()?.id, false)
+            .await
+            .ok()?;
+        Some(status.status?.runtime_handler)
+    })
+}
+
+fn runtime_class(name: &str, handler: &str) -> RuntimeClass {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "handler": handler,
+    }))
+    .unwrap()
+}
+
+/// PC-04: the handler containerd ran the sandbox with.
+#[test]
+fn a_pod_of_a_runtime_class_runs_its_sandbox_with_the_class_handler() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let classes = admin.all::<RuntimeClass>();
+    let _ = admin.run(classes.create(
+        &PostParams::default(),
+        &runtime_class("test-class", "ledgerlet-test"),
+    ));
+    let p = pod(
+        "rc-pod",
+        serde_json::json!({"runtimeClassName": "test-class", "containers": one("echo ran")}),
+    );
+    let p = run_to_end(&admin, &p);
+    assert_eq!(phase(&p), Some("Succeeded"));
+    assert_eq!(log(c, &p).trim(), "ran");
+    let uid = p.metadata.uid.clone().unwrap();
+    assert_eq!(
+        sandbox_handler(c, &uid).as_deref(),
+        Some("ledgerlet-test"),
+        "the handler containerd ran the sandbox with"
+    );
+    // a pod without a class runs with the runtime's default handler
+    let plain = run_to_end(
+        &admin,
+        &pod("rc-plain", serde_json::json!({"containers": one("true")})),
+    );
+    let uid = plain.metadata.uid.clone().unwrap();
+    assert_eq!(sandbox_handler(c, &uid).as_deref(), Some(""));
+    delete(&admin, "rc-pod");
+    delete(&admin, "rc-plain");
+}
+
+/// PC-04: a missing RuntimeClass.
+#[test]
+fn a_pod_whose_runtime_class_is_gone_gets_no_sandbox_and_a_failed_create_pod_sandbox_event() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let classes = admin.all::<RuntimeClass>();
+    let pods = admin.api::<Pod>("default");
+    admin
+        .run(classes.create(&PostParams::default(), &runtime_class("gone-class", "runc")))
+        .expect("create RuntimeClass");
+    // created unscheduled (the API server's RuntimeClass admission wants the class to
+    // exist), the class deleted, then bound to the node: the node finds no class
+    let mut p = pod(
+        "rc-gone",
+        serde_json::json!({
+            "nodeName": "",
+            "schedulerName": "nobody",
+            "runtimeClassName": "gone-class",
+            "containers": one("echo never")
+        }),
+    );
+    p.spec.as_mut().unwrap().node_name = None;
+    let _ = admin.run(pods.delete("rc-gone", &Default::default()));
+    admin.wait_for("rc-gone gone before it is created", 60, |k| {
+        k.run(pods.get_opt("rc-gone")).ok()?.is_none().then_some(())
+    });
+    admin
+        .run(pods.create(&PostParams::default(), &p))
+        .expect("create pod");
+    admin
+        .run(classes.delete("gone-class", &Default::default()))
+        .expect("delete RuntimeClass");
+    let binding = serde_json::json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "rc-gone", "namespace": "default"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}
+    });
+    admin
+        .run(pods.create_subresource::<_, serde_json::Value>(
+            "binding",
+            "rc-gone",
+            &PostParams::default(),
+            &binding,
+        ))
+        .expect("bind the pod to the node");
+    let events = admin.api::<Event>("default");
+    let params = ListParams::default().fields("involvedObject.name=rc-gone");
+    let message = admin.wait_for("the FailedCreatePodSandBox event", 90, |k| {
+        let list = k.run(events.list(&params)).ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedCreatePodSandBox"))
+            .and_then(|e| e.message)
+    });
+    assert_eq!(
+        message,
+        "Failed to create pod sandbox: runtimeclass.node.k8s.io \"gone-class\" not found"
+    );
+    let p = admin.run(pods.get("rc-gone")).expect("the pod");
+    assert_eq!(phase(&p), Some("Pending"));
+    let uid = p.metadata.uid.clone().unwrap();
+    assert_eq!(sandbox_handler(c, &uid), None, "no sandbox");
+    delete(&admin, "rc-gone");
+}
