@@ -235,6 +235,31 @@ fn a_pods_etc_hosts_holds_its_ip_hostname_fully_qualified_name_and_host_aliases(
     delete(&admin, "hosts-pod");
 }
 
+/// PC-03: the kernel hostname, short or (`setHostnameAsFQDN`) fully qualified.
+#[test]
+fn a_pods_hostname_is_its_spec_hostname_or_with_set_hostname_as_fqdn_its_full_name() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    for (name, fqdn, want) in [
+        ("hostname-short", false, "db"),
+        ("hostname-fqdn", true, "db.peers.default.svc.cluster.local"),
+    ] {
+        let p = pod(
+            name,
+            serde_json::json!({
+                "hostname": "db",
+                "subdomain": "peers",
+                "setHostnameAsFQDN": fqdn,
+                "containers": one("hostname")
+            }),
+        );
+        let p = run_to_end(&admin, &p);
+        assert_eq!(phase(&p), Some("Succeeded"));
+        assert_eq!(log(c, &p).trim(), want);
+        delete(&admin, name);
+    }
+}
+
 /// PC-03 on the host network (kubelet 1.31+: the file does not wait for a pod IP).
 #[test]
 fn a_host_network_pods_etc_hosts_is_the_nodes_with_its_host_aliases() {

@@ -69,6 +69,35 @@ pub fn hostname_and_domain(p: &Pod, cluster_domain: &str) -> Result<(String, Str
     Ok((hostname, domain))
 }
 
+/// The longest fully qualified name `setHostnameAsFQDN` may set (`GetNodenameForKernel`).
+pub const MAX_FQDN_HOSTNAME_CHARS: usize = 64;
+
+/// The sandbox's hostname (kubelet `GetNodenameForKernel`): the pod's hostname, or with
+/// `setHostnameAsFQDN` and a subdomain its fully qualified name (at most 64 characters).
+pub fn kernel_hostname(p: &Pod, cluster_domain: &str) -> Result<String, String> {
+    let (hostname, domain) = hostname_and_domain(p, cluster_domain)?;
+    let fqdn = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.set_hostname_as_fqdn)
+        .unwrap_or(false);
+    if !fqdn || domain.is_empty() {
+        return Ok(hostname);
+    }
+    let name = format!("{hostname}.{domain}");
+    if name.len() > MAX_FQDN_HOSTNAME_CHARS {
+        return Err(format!(
+            "pod {}/{}: failed to construct FQDN from pod hostname and cluster domain, FQDN {name} \
+             is too long ({MAX_FQDN_HOSTNAME_CHARS} characters is the max, {} characters \
+             requested)",
+            pod::namespace(p),
+            pod::name(p),
+            name.len()
+        ));
+    }
+    Ok(name)
+}
+
 fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
@@ -265,6 +294,22 @@ mod tests {
             got.ends_with("10.244.0.7\tdb.peers.shop.svc.cluster.local\tdb\n"),
             "{got}"
         );
+    }
+
+    #[test]
+    fn set_hostname_as_fqdn_makes_the_kernel_hostname_the_fully_qualified_name() {
+        let p = pod(serde_json::json!({
+            "hostname": "db", "subdomain": "peers", "setHostnameAsFQDN": true,
+            "containers": [{"name": "main"}]
+        }));
+        assert_eq!(
+            kernel_hostname(&p, "cluster.local").unwrap(),
+            "db.peers.shop.svc.cluster.local"
+        );
+        let e = kernel_hostname(&p, &format!("{}.local", "x".repeat(50))).unwrap_err();
+        assert!(e.contains("too long"), "{e}");
+        let p = pod(serde_json::json!({"subdomain": "peers", "containers": [{"name": "main"}]}));
+        assert_eq!(kernel_hostname(&p, "cluster.local").unwrap(), "web-0");
     }
 
     #[test]

@@ -386,8 +386,9 @@ impl Executor {
         }
     }
 
-    /// `generatePodSandboxConfig` with the pod's DNS (kubelet `GetPodDNS`); the warnings
-    /// forming it raised are reported for the pod's Warning events.
+    /// `generatePodSandboxConfig` with the pod's hostname (`GetNodenameForKernel`) and DNS
+    /// (`GetPodDNS`); the warnings forming the DNS raised are reported for the pod's Warning
+    /// events.
     async fn sandbox_config(
         &self,
         step: &Step<'_>,
@@ -395,6 +396,10 @@ impl Executor {
         attempt: u32,
     ) -> Result<v1::PodSandboxConfig, String> {
         let mut config = cri_config::sandbox_config(&self.ctx, p, attempt);
+        if !config.hostname.is_empty() {
+            // a pod with its own UTS namespace: the kubelet's hostname rules
+            config.hostname = super::etc_hosts::kernel_hostname(p, &self.ctx.dns.cluster_domain)?;
+        }
         let dns = super::dns::for_pod(&self.ctx.dns, p)?;
         for w in dns.warnings {
             let action = RuntimeAction::PodConfigWarning {
