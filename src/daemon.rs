@@ -512,6 +512,10 @@ impl Daemon {
         executor = executor.with_runtime_classes(crate::shell::runtime_class::RuntimeClasses::new(
             cluster.as_ref().map(|c| c.api.clone()),
         ));
+        executor = executor.with_pull_secrets(crate::shell::pull_secrets::PullSecrets::new(
+            cluster.as_ref().map(|c| c.api.clone()),
+            redactor.clone(),
+        ));
         let projector = crate::shell::projected::Projector::new(
             cluster.as_ref().map(|c| c.api.clone()),
             redactor.clone(),

@@ -484,3 +484,172 @@ fn a_pod_whose_runtime_class_is_gone_gets_no_sandbox_and_a_failed_create_pod_san
     assert_eq!(sandbox_handler(c, &uid), None, "no sandbox");
     delete(&admin, "rc-gone");
 }
+
+/// PC-05: a missing pull secret does not stop a pod whose image is there.
+#[test]
+fn a_pod_with_a_missing_image_pull_secret_runs_and_gets_a_failed_to_retrieve_warning() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let p = pod(
+        "pull-secret-missing",
+        serde_json::json!({
+            "imagePullSecrets": [{"name": "no-such-secret"}],
+            "containers": one("true")
+        }),
+    );
+    let p = run_to_end(&admin, &p);
+    assert_eq!(phase(&p), Some("Succeeded"));
+    let events = admin.api::<Event>("default");
+    let params = ListParams::default().fields("involvedObject.name=pull-secret-missing");
+    let message = admin.wait_for("the FailedToRetrieveImagePullSecret event", 60, |k| {
+        let list = k.run(events.list(&params)).ok()?;
+        list.items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("FailedToRetrieveImagePullSecret")
+                    && e.type_.as_deref() == Some("Warning")
+            })
+            .and_then(|e| e.message)
+    });
+    assert_eq!(
+        message,
+        "Unable to retrieve some image pull secrets (no-such-secret); attempting to pull the \
+         image may not succeed."
+    );
+    delete(&admin, "pull-secret-missing");
+}
+
+/// A registry stand-in on the loopback (containerd speaks plain HTTP to 127.0.0.1): every
+/// request without credentials gets a Basic challenge, every one with them a 404. Returns
+/// its port and the `Authorization` headers it saw.
+fn challenging_registry() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut reader = BufReader::new(&stream);
+            let mut auth = None;
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                if let Some((k, v)) = line.split_once(':') {
+                    if k.eq_ignore_ascii_case("authorization") {
+                        auth = Some(v.trim().to_string());
+                    }
+                }
+                line.clear();
+            }
+            let reply = match &auth {
+                None => {
+                    "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"test\"\r\n\
+                         Content-Length: 0\r\nConnection: close\r\n\r\n"
+                }
+                Some(_) => {
+                    "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                }
+            };
+            if let Some(a) = auth {
+                out.lock().unwrap().push(a);
+            }
+            let _ = (&stream).write_all(reply.as_bytes());
+        }
+    });
+    (port, seen)
+}
+
+/// PC-05: the matching `imagePullSecrets` credentials go to the registry with the pull, and
+/// stay out of the node's records, log and events.
+#[test]
+fn a_pull_sends_the_image_pull_secret_credentials_and_they_stay_secret() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let (port, seen) = challenging_registry();
+    let password = "pull-pass-7f3a9c";
+    let config = serde_json::json!({"auths": {
+        format!("127.0.0.1:{port}"): {"username": "puller", "password": password}
+    }});
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "regcred", "namespace": "default"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": config.to_string()}
+    }))
+    .unwrap();
+    let secrets = admin.api::<k8s_openapi::api::core::v1::Secret>("default");
+    let _ = admin.run(secrets.delete("regcred", &Default::default()));
+    admin
+        .run(secrets.create(&PostParams::default(), &secret))
+        .expect("create the pull secret");
+    let pods = admin.api::<Pod>("default");
+    let p = pod(
+        "pull-with-secret",
+        serde_json::json!({
+            "imagePullSecrets": [{"name": "regcred"}],
+            "containers": [{
+                "name": "main",
+                "image": format!("127.0.0.1:{port}/private/app:1"),
+                "imagePullPolicy": "Always",
+                "command": ["true"]
+            }]
+        }),
+    );
+    let _ = admin.run(pods.delete("pull-with-secret", &Default::default()));
+    admin.wait_for("pull-with-secret gone before it is created", 60, |k| {
+        k.run(pods.get_opt("pull-with-secret"))
+            .ok()?
+            .is_none()
+            .then_some(())
+    });
+    admin
+        .run(pods.create(&PostParams::default(), &p))
+        .expect("create pod");
+    let reason = admin.wait_for("the pull to fail", 90, |k| {
+        let p = k.run(pods.get("pull-with-secret")).ok()?;
+        let waiting = main_status(&p)?.state.as_ref()?.waiting.as_ref()?;
+        waiting
+            .reason
+            .clone()
+            .filter(|r| r == "ErrImagePull" || r == "ImagePullBackOff")
+    });
+    assert!(reason.contains("ImagePull"), "{reason}");
+    let expected = format!(
+        "Basic {}",
+        base64_encode(format!("puller:{password}").as_bytes())
+    );
+    assert!(
+        seen.lock().unwrap().contains(&expected),
+        "the registry saw {:?}",
+        seen.lock().unwrap()
+    );
+    let ledger = support::on_containerd::ledger_text(c);
+    assert!(!ledger.contains(password), "the password in the ledger");
+    let log = support::on_containerd::agent_log(c);
+    assert!(!log.contains(password), "the password in the agent's log");
+    let events = admin
+        .run(admin.api::<Event>("default").list(&ListParams::default()))
+        .unwrap();
+    assert!(!format!("{:?}", events.items).contains(password));
+    delete(&admin, "pull-with-secret");
+    let _ = admin.run(secrets.delete("regcred", &Default::default()));
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (*b as u32) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}

@@ -71,6 +71,8 @@ pub struct Executor {
     projector: super::projected::Projector,
     /// Resolves `runtimeClassName` to the sandbox's runtime handler.
     runtime_classes: super::runtime_class::RuntimeClasses,
+    /// Reads `imagePullSecrets` for image pulls.
+    pull_secrets: super::pull_secrets::PullSecrets,
 }
 
 struct Step<'a> {
@@ -105,6 +107,7 @@ struct StartTarget<'a> {
     sandbox_config: &'a v1::PodSandboxConfig,
     pod_ip: &'a str,
     volumes: &'a Result<super::volumes::VolumePaths, String>,
+    credentials: &'a super::pull_secrets::PodCredentials,
 }
 
 fn failed(reason: &str, message: String) -> ActionOutcome {
@@ -134,7 +137,14 @@ impl Executor {
             secrets: None,
             projector,
             runtime_classes: Default::default(),
+            pull_secrets: Default::default(),
         }
+    }
+
+    /// The same executor pulling images with the credentials `secrets` reads.
+    pub fn with_pull_secrets(mut self, secrets: super::pull_secrets::PullSecrets) -> Executor {
+        self.pull_secrets = secrets;
+        self
     }
 
     /// The same executor resolving `runtimeClassName` through `classes`.
@@ -351,11 +361,18 @@ impl Executor {
                 Err(e) => Err(e),
             }
         };
+        // the pod's pull credentials (kubelet getPullSecretsForPod)
+        let credentials = if starts {
+            self.pull_credentials(step, p).await
+        } else {
+            Default::default()
+        };
         let target = StartTarget {
             sandbox_id: &sandbox_id,
             sandbox_config: &sandbox_config,
             pod_ip: &pod_ip,
             volumes: &volumes,
+            credentials: &credentials,
         };
         // 4. init containers in order: a failure stops here (a sidecar failure does not)
         for s in &plan.start_init {
@@ -410,6 +427,24 @@ impl Executor {
         }
         config.dns_config = Some(dns.config);
         Ok(config)
+    }
+
+    /// The pod's `imagePullSecrets`; a secret that cannot be read is reported for the
+    /// kubelet's `FailedToRetrieveImagePullSecret` warning and the pulls go on without it.
+    async fn pull_credentials(
+        &self,
+        step: &Step<'_>,
+        p: &Pod,
+    ) -> super::pull_secrets::PodCredentials {
+        let credentials = self.pull_secrets.for_pod(p).await;
+        if let Some(message) = credentials.missing_warning() {
+            let action = RuntimeAction::PodConfigWarning {
+                reason: "FailedToRetrieveImagePullSecret".into(),
+                message,
+            };
+            step.report(action, ok(None, None), Instant::now()).await;
+        }
+        credentials
     }
 
     /// `createPodSandbox`: the log directory, the runtime handler of the pod's
@@ -513,7 +548,13 @@ impl Executor {
         // image, per imagePullPolicy
         let started = Instant::now();
         let pull = self
-            .ensure_image(step, c, &image, s.image_pull_backoff.as_deref())
+            .ensure_image(
+                step,
+                c,
+                &image,
+                s.image_pull_backoff.as_deref(),
+                target.credentials,
+            )
             .await;
         let outcome = match &pull {
             Ok(detail) => ok(None, Some(detail.clone())),
@@ -696,6 +737,7 @@ impl Executor {
         c: &k8s_openapi::api::core::v1::Container,
         image: &str,
         backoff: Option<&str>,
+        credentials: &super::pull_secrets::PodCredentials,
     ) -> Result<String, (&'static str, String)> {
         if image.is_empty() {
             return Err((
@@ -747,7 +789,7 @@ impl Executor {
                     started,
                 )
                 .await;
-                match self.cri.pull_image(spec, None, None).await {
+                match self.pull(spec, credentials).await {
                     Ok(r) => Ok(format!(
                         "Successfully pulled image {image:?} in {:?} (image ref {r})",
                         started.elapsed()
@@ -759,6 +801,35 @@ impl Executor {
                 }
             }
         }
+    }
+
+    /// kubelet `PullImage`: without credentials for the image, one pull without; else each
+    /// matching credential in turn until one works (the errors of all, if none does).
+    async fn pull(
+        &self,
+        spec: v1::ImageSpec,
+        credentials: &super::pull_secrets::PodCredentials,
+    ) -> Result<String, String> {
+        let auths = credentials.lookup(&spec.image)?;
+        if auths.is_empty() {
+            return self
+                .cri
+                .pull_image(spec, None, None)
+                .await
+                .map_err(|e| e.to_string());
+        }
+        let mut errors = Vec::new();
+        for auth in auths {
+            match self.cri.pull_image(spec.clone(), Some(auth), None).await {
+                Ok(r) => return Ok(r),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        Err(if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            format!("[{}]", errors.join(", "))
+        })
     }
 
     /// `killContainer`: the preStop hook within the grace period (when the plan gives it

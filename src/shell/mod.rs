@@ -16,6 +16,7 @@ pub mod machine;
 pub mod pod_cidr;
 pub mod prober;
 pub mod projected;
+pub mod pull_secrets;
 pub mod redact;
 pub mod runtime_class;
 pub mod runtime_health;
