@@ -260,6 +260,58 @@ fn a_pods_hostname_is_its_spec_hostname_or_with_set_hostname_as_fqdn_its_full_na
     }
 }
 
+/// PC-03: a fully qualified hostname over 64 characters fails the sandbox, not the node.
+#[test]
+fn a_pod_whose_fully_qualified_hostname_is_too_long_gets_no_sandbox_and_says_why() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    let p = pod(
+        "fqdn-too-long",
+        serde_json::json!({
+            "hostname": "a-rather-long-host-name",
+            "subdomain": "an-even-longer-subdomain-name",
+            "setHostnameAsFQDN": true,
+            "containers": one("true")
+        }),
+    );
+    let _ = admin.run(pods.delete("fqdn-too-long", &Default::default()));
+    admin.wait_for("fqdn-too-long gone before it is created", 60, |k| {
+        k.run(pods.get_opt("fqdn-too-long"))
+            .ok()?
+            .is_none()
+            .then_some(())
+    });
+    admin
+        .run(pods.create(&PostParams::default(), &p))
+        .expect("create pod");
+    let events = admin.api::<Event>("default");
+    let params = ListParams::default().fields("involvedObject.name=fqdn-too-long");
+    let message = admin.wait_for("the FailedCreatePodSandBox event", 90, |k| {
+        let list = k.run(events.list(&params)).ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedCreatePodSandBox"))
+            .and_then(|e| e.message)
+    });
+    assert!(
+        message.starts_with("Failed to create pod sandbox: ")
+            && message.contains("failed to construct FQDN from pod hostname and cluster domain")
+            && message.contains("is too long (64 characters is the max, 79 characters requested)"),
+        "{message}"
+    );
+    let p = admin.run(pods.get("fqdn-too-long")).expect("the pod");
+    assert_eq!(phase(&p), Some("Pending"));
+    // the node runs other pods meanwhile
+    let other = run_to_end(
+        &admin,
+        &pod("fqdn-other", serde_json::json!({"containers": one("true")})),
+    );
+    assert_eq!(phase(&other), Some("Succeeded"));
+    delete(&admin, "fqdn-too-long");
+    delete(&admin, "fqdn-other");
+}
+
 /// PC-03 on the host network (kubelet 1.31+: the file does not wait for a pod IP).
 #[test]
 fn a_host_network_pods_etc_hosts_is_the_nodes_with_its_host_aliases() {

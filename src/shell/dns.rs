@@ -349,6 +349,18 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_resolv_conf_is_an_error_naming_the_pod_and_the_flag() {
+        let p = pod(serde_json::json!({"containers": containers()}));
+        let mut s = settings(&["10.96.0.10"]);
+        s.resolv_conf = "/nonexistent/resolv.conf".into();
+        let e = for_pod(&s, &p).unwrap_err();
+        assert!(
+            e.contains("shop/web") && e.contains("/nonexistent/resolv.conf (--resolv-conf)"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_cluster_first_pod_gets_the_cluster_dns_its_namespace_search_path_and_ndots_5() {
         let p = pod(serde_json::json!({"containers": containers()}));
         let d = pod_dns(&settings(&["10.96.0.10"]), host(), &p);
