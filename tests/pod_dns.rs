@@ -705,3 +705,76 @@ fn base64_encode(bytes: &[u8]) -> String {
     }
     out
 }
+
+/// PC-02: `MissingClusterDNS` is recorded on the pod and, without the pod's prefix, on the
+/// node (the core's fold of the warning the shell reports).
+#[test]
+fn missing_cluster_dns_is_recorded_on_the_pod_and_on_the_node() {
+    use ledgerlet::core::command::{Command, EventType};
+    use ledgerlet::core::config::{CoreConfig, PodSource};
+    use ledgerlet::core::record::event::{
+        ActionOutcome, PodConfigChange, RuntimeAction, RuntimeActionFinished, SourceReady,
+    };
+    use ledgerlet::core::record::Event as Record;
+    use support::core_harness::{pod as core_pod, Harness};
+
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "n1".into(),
+        sources: vec![PodSource::Api],
+        ..CoreConfig::default()
+    });
+    h.submit(Record::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    h.submit(Record::PodAdded(PodConfigChange {
+        source: PodSource::Api,
+        pod: core_pod("a", "web", "ns").build(),
+    }));
+    h.drain();
+    let node_message = "kubelet does not have ClusterDNS IP configured and cannot create Pod \
+                        using \"ClusterFirst\" policy. Falling back to \"Default\" policy.";
+    let pod_message = format!("pod: \"web_ns(a)\". {node_message}");
+    let cmds = h.submit(Record::RuntimeActionFinished(RuntimeActionFinished {
+        uid: "a".into(),
+        sync_id: 1,
+        action: RuntimeAction::PodConfigWarning {
+            reason: "MissingClusterDNS".into(),
+            message: pod_message.clone(),
+        },
+        outcome: ActionOutcome::Ok {
+            id: None,
+            detail: None,
+        },
+        duration_ms: 0,
+    }));
+    let events: Vec<(String, String, EventType, String, String)> = cmds
+        .iter()
+        .filter_map(|c| match c {
+            Command::RecordEvent(e) => Some((
+                e.object.kind.clone(),
+                e.object.name.clone(),
+                e.event_type,
+                e.reason.clone(),
+                e.message.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let warning = |kind: &str, name: &str, message: &str| {
+        (
+            kind.to_string(),
+            name.to_string(),
+            EventType::Warning,
+            "MissingClusterDNS".to_string(),
+            message.to_string(),
+        )
+    };
+    assert!(
+        events.contains(&warning("Pod", "web", &pod_message)),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&warning("Node", "n1", node_message)),
+        "{events:?}"
+    );
+}

@@ -169,7 +169,7 @@ pub fn pod_dns(settings: &DnsSettings, host: v1::DnsConfig, p: &Pod) -> PodDns {
     let mut kind = dns_type(p);
     if kind == DnsType::Cluster && settings.cluster_dns.is_empty() {
         warnings.push(Warning {
-            reason: "MissingClusterDNS",
+            reason: crate::core::kubelet_sync::MISSING_CLUSTER_DNS,
             message: format!(
                 "pod: \"{}_{}({})\". kubelet does not have ClusterDNS IP configured and cannot \
                  create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy.",
