@@ -362,6 +362,22 @@ fn a_container_that_writes_its_termination_message_reports_it_when_it_ends() {
     let long = terminated_message(&p, "long").expect("long's message");
     assert_eq!(long.len(), 4096, "{long}");
     assert!(long.ends_with("xxTHE-END"), "{long}");
+    // the terminated pod's directory (and the files) go; the messages stay in its status
+    let dir = c
+        .dir
+        .join("node/pods")
+        .join(p.metadata.uid.as_deref().unwrap());
+    admin.wait_for("the terminated pod's directory removed", 60, |_| {
+        (!dir.exists()).then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    let p = admin
+        .run(admin.api::<Pod>("default").get("term-msg"))
+        .unwrap();
+    assert_eq!(
+        terminated_message(&p, "main").as_deref(),
+        Some("bye-from-main")
+    );
     delete(&admin, "term-msg");
 }
 
