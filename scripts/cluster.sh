@@ -35,7 +35,7 @@
 #                          the offline images of scripts/build-test-images.sh imported
 #                          (ledgerlet.test/busybox:1, and ledgerlet.test/pause:1 as the
 #                          sandbox image). Pods get a bridge network (bridge "ll<hash of
-#                          DIR>", host-local IPAM on the node's podCIDR): containerd renders
+#                          DIR>", host-local IPAM on the node's podCIDR, portmap for hostPorts): containerd renders
 #                          DIR/containerd/cni/template.json (its conf_template) once ledgerlet
 #                          hands it the node's podCIDR with CRI UpdateRuntimeConfig. Two
 #                          containerd clusters at once would both get 10.244.0.0/24: set
@@ -327,7 +327,7 @@ start_containerd() {
     command -v "$b" >/dev/null 2>&1 ||
       die "containerd: $b is not installed (apt-get install containerd runc containernetworking-plugins busybox-static)"
   done
-  for b in bridge host-local loopback; do
+  for b in bridge host-local loopback portmap; do
     [ -x "/usr/lib/cni/$b" ] ||
       die "containerd: the CNI plugin /usr/lib/cni/$b is missing (apt-get install containernetworking-plugins)"
   done
@@ -399,7 +399,8 @@ write_cni_template() {
         "ranges": [[{"subnet": "{{.PodCIDR}}"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
-    }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
 EOF

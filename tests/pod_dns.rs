@@ -794,3 +794,65 @@ fn missing_cluster_dns_is_recorded_on_the_pod_and_on_the_node() {
         "{events:?}"
     );
 }
+
+/// PC-06: a container's `hostPort` answers on the node's address.
+#[test]
+fn a_container_host_port_answers_on_the_nodes_address() {
+    use std::io::{Read, Write};
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    // the node's address: the one the API server advertises for the kubernetes Service
+    let endpoints = admin
+        .run(
+            admin
+                .api::<k8s_openapi::api::core::v1::Endpoints>("default")
+                .get("kubernetes"),
+        )
+        .expect("the kubernetes endpoints");
+    let node_ip: std::net::Ipv4Addr = endpoints.subsets.unwrap()[0].addresses.as_ref().unwrap()[0]
+        .ip
+        .parse()
+        .unwrap();
+    let host_port = std::net::TcpListener::bind("0.0.0.0:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let pods = admin.api::<Pod>("default");
+    let mut p = pod(
+        "host-port",
+        serde_json::json!({"containers": [{
+            "name": "main",
+            "command": ["sh", "-c", "mkdir -p /www && echo via-host-port > /www/index.html && exec httpd -f -p 8080 -h /www"],
+            "ports": [{"containerPort": 8080, "hostPort": host_port}]
+        }]}),
+    );
+    p.spec.as_mut().unwrap().restart_policy = Some("Always".into());
+    let _ = admin.run(pods.delete("host-port", &Default::default()));
+    admin.wait_for("host-port gone before it is created", 60, |k| {
+        k.run(pods.get_opt("host-port"))
+            .ok()?
+            .is_none()
+            .then_some(())
+    });
+    admin
+        .run(pods.create(&PostParams::default(), &p))
+        .expect("create pod");
+    admin.wait_for("host-port running", 90, |k| {
+        let p = k.run(pods.get("host-port")).ok()?;
+        (phase(&p) == Some("Running")).then_some(())
+    });
+    let body = admin.wait_for(&format!("{node_ip}:{host_port} answering"), 60, |_| {
+        let addr = (node_ip, host_port).into();
+        let mut s =
+            std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)).ok()?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .ok()?;
+        write!(s, "GET / HTTP/1.0\r\n\r\n").ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        out.contains("via-host-port").then_some(out)
+    });
+    assert!(body.contains(" 200 OK"), "{body}");
+    delete(&admin, "host-port");
+}

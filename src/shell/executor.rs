@@ -403,8 +403,8 @@ impl Executor {
         }
     }
 
-    /// `generatePodSandboxConfig` with the pod's hostname (`GetNodenameForKernel`) and DNS
-    /// (`GetPodDNS`); the warnings forming the DNS raised are reported for the pod's Warning
+    /// `generatePodSandboxConfig` with the pod's hostname (`GetNodenameForKernel`), DNS
+    /// (`GetPodDNS`) and port mappings (`MakePortMappings`); the warnings forming the DNS raised are reported for the pod's Warning
     /// events.
     async fn sandbox_config(
         &self,
@@ -426,6 +426,7 @@ impl Executor {
             step.report(action, ok(None, None), Instant::now()).await;
         }
         config.dns_config = Some(dns.config);
+        config.port_mappings = super::ports::port_mappings(p);
         Ok(config)
     }
 

@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod http_get;
 pub mod machine;
 pub mod pod_cidr;
+pub mod ports;
 pub mod prober;
 pub mod projected;
 pub mod pull_secrets;
