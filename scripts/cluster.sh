@@ -18,7 +18,8 @@
 #        gets spec.podCIDR from 10.244.0.0/16) and kube-scheduler; then, unless --no-node, ledgerlet
 #        as the node (target/release/ledgerlet, built with `cargo build --release` when missing
 #        or older than the sources; LEDGERLET_BIN overrides it) with the node's own
-#        certificate (CN=system:node:NAME, O=system:nodes).
+#        certificate (CN=system:node:NAME, O=system:nodes), --cluster-dns 10.96.0.10 and
+#        --cluster-domain cluster.local, as a kubeadm node (no DNS server answers there).
 #        It returns 0 once the node is Ready=True (with --no-node: once the apiserver's
 #        /readyz is ok, the controller-manager and the scheduler are healthy and the
 #        default ServiceAccount exists). A component that is not up within
@@ -35,11 +36,13 @@
 #                          the offline images of scripts/build-test-images.sh imported
 #                          (ledgerlet.test/busybox:1, and ledgerlet.test/pause:1 as the
 #                          sandbox image). Pods get a bridge network (bridge "ll<hash of
-#                          DIR>", host-local IPAM on the node's podCIDR): containerd renders
+#                          DIR>", host-local IPAM on the node's podCIDR, portmap for hostPorts): containerd renders
 #                          DIR/containerd/cni/template.json (its conf_template) once ledgerlet
 #                          hands it the node's podCIDR with CRI UpdateRuntimeConfig. Two
 #                          containerd clusters at once would both get 10.244.0.0/24: set
 #                          LEDGERLET_CLUSTER_CIDR (e.g. 10.245.0.0/16) for the second.
+#                          A second runc handler, `ledgerlet-test`, is there for
+#                          RuntimeClass tests.
 #                          ledgerlet runs with --stop-pods-on-exit always, so
 #                          `down` removes the pods' sandboxes through CRI.
 #   --no-node              the control plane only.
@@ -95,6 +98,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 timeout_s="${LEDGERLET_CLUSTER_TIMEOUT:-120}"
 cluster_cidr="${LEDGERLET_CLUSTER_CIDR:-10.244.0.0/16}"
 service_cidr="10.96.0.0/16"
+# the cluster DNS Service IP pods are pointed at (kubeadm's: the tenth of the service range)
+cluster_dns="10.96.0.10"
 service_ip="10.96.0.1"
 # kube-controller-manager --controllers (names or aliases of kube-controller-manager v1.34)
 controllers="serviceaccount,serviceaccount-token,namespace,garbagecollector,nodelifecycle"
@@ -325,7 +330,7 @@ start_containerd() {
     command -v "$b" >/dev/null 2>&1 ||
       die "containerd: $b is not installed (apt-get install containerd runc containernetworking-plugins busybox-static)"
   done
-  for b in bridge host-local loopback; do
+  for b in bridge host-local loopback portmap; do
     [ -x "/usr/lib/cni/$b" ] ||
       die "containerd: the CNI plugin /usr/lib/cni/$b is missing (apt-get install containernetworking-plugins)"
   done
@@ -352,6 +357,11 @@ state = "$c/state"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "$c/runc"
+    # a second handler, for RuntimeClass tests (a RuntimeClass with handler ledgerlet-test)
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.ledgerlet-test]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.ledgerlet-test.options]
         Root = "$c/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
@@ -392,7 +402,8 @@ write_cni_template() {
         "ranges": [[{"subnet": "{{.PodCIDR}}"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
-    }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
 EOF
@@ -569,6 +580,7 @@ EOF
       --root-dir "$dir/node" --pod-logs-dir "$dir/node/pod-logs" \
       --pod-manifest-path "$dir/manifests" \
       --address 127.0.0.1 --read-only-port "$node_port" \
+      --cluster-dns "$cluster_dns" --cluster-domain cluster.local \
       "${runtime_args[@]}" "${node_args[@]}"
     wait_for ledgerlet "serving on http://127.0.0.1:$node_port" node_http_healthy
     wait_for ledgerlet "has registered Node $node_name" node_registered

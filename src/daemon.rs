@@ -94,6 +94,8 @@ pub struct RunOptions {
     pub ledger_grpc_address: Option<SocketAddr>,
     /// The durable ledger (`--ledger-dir`), if any.
     pub durable: Option<DurableConfig>,
+    /// Pod DNS (`--cluster-dns`, `--cluster-domain`, `--resolv-conf`).
+    pub dns: crate::shell::dns::DnsSettings,
 }
 
 /// The agent stopped on SIGQUIT after the flight recorder wrote its file.
@@ -501,6 +503,8 @@ impl Daemon {
                 node_name: opts.node_name.clone(),
                 node_ip: opts.node_ip.clone(),
                 pods_dir: opts.root_dir.join("pods"),
+                dns: opts.dns.clone(),
+                managed_files: opts.container_runtime_endpoint.is_some(),
             },
             report.clone(),
         );
@@ -508,6 +512,13 @@ impl Daemon {
             let env = EnvResolver::new(c.api.clone(), redactor.clone(), opts.node_name.clone());
             executor = executor.with_env(env);
         }
+        executor = executor.with_runtime_classes(crate::shell::runtime_class::RuntimeClasses::new(
+            cluster.as_ref().map(|c| c.api.clone()),
+        ));
+        executor = executor.with_pull_secrets(crate::shell::pull_secrets::PullSecrets::new(
+            cluster.as_ref().map(|c| c.api.clone()),
+            redactor.clone(),
+        ));
         let projector = crate::shell::projected::Projector::new(
             cluster.as_ref().map(|c| c.api.clone()),
             redactor.clone(),

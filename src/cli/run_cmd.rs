@@ -174,6 +174,19 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Cluster DNS server IPs, comma-separated (kubelet --cluster-dns): the nameservers
+    /// of `ClusterFirst` pods. Without one, those pods fall back to `Default` DNS with a
+    /// `MissingClusterDNS` warning.
+    #[arg(long, value_delimiter = ',', value_name = "IP,...")]
+    cluster_dns: Vec<IpAddr>,
+    /// The cluster's domain (kubelet --cluster-domain, e.g. cluster.local): pods search
+    /// `<namespace>.svc.<domain>`, `svc.<domain>` and `<domain>`.
+    #[arg(long, default_value = "")]
+    cluster_domain: String,
+    /// The resolver configuration pods' DNS is based on (kubelet --resolv-conf); "" for
+    /// none.
+    #[arg(long, default_value = crate::shell::dns::DEFAULT_RESOLV_CONF)]
+    resolv_conf: String,
     #[command(flatten)]
     tracing: super::tracing_args::TracingArgs,
 }
@@ -233,7 +246,14 @@ pub fn run(args: RunArgs) -> ExitCode {
         StopPods::Never => false,
         StopPods::Auto => args.container_runtime_endpoint.is_none(),
     };
+    let dns = crate::shell::dns::DnsSettings {
+        cluster_dns: args.cluster_dns,
+        cluster_domain: args.cluster_domain,
+        resolv_conf: args.resolv_conf,
+        node_ips: args.node_ip.parse().into_iter().collect(),
+    };
     let opts = RunOptions {
+        dns,
         node_name,
         node_ip: args.node_ip,
         root_dir,

@@ -63,6 +63,8 @@ pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
 /// How the failure of a terminating sync's pod kill starts (the shell's `SyncOutcome`
 /// message and the kubelet's `FailedToKillPod` event, RT-43, RT-45).
 pub const KILL_POD_ERROR: &str = "error killing pod: ";
+/// The Warning event of a cluster-first pod on a node without `--cluster-dns`.
+pub const MISSING_CLUSTER_DNS: &str = "MissingClusterDNS";
 
 fn event(p: &Pod, event_type: EventType, reason: &str, message: String) -> Command {
     Command::RecordEvent(KubeEvent {
@@ -650,6 +652,29 @@ impl Node {
                     "Failed",
                     format!("Error: {message}"),
                 ));
+            }
+            (RuntimeAction::PodConfigWarning { reason, message }, _) => {
+                // the kubelet records MissingClusterDNS on the node too, without the
+                // pod's prefix (`pod: "name_ns(uid)". `)
+                if reason == MISSING_CLUSTER_DNS && !self.config.node_name.is_empty() {
+                    let name = self.config.node_name.clone();
+                    let node_message = message
+                        .split_once("\". ")
+                        .map_or(message.as_str(), |(_, rest)| rest);
+                    out.push(Command::RecordEvent(KubeEvent {
+                        // the kubelet's nodeRef uses the node name as its UID
+                        object: ObjectRef {
+                            kind: "Node".into(),
+                            namespace: String::new(),
+                            name: name.clone(),
+                            uid: name,
+                        },
+                        event_type: EventType::Warning,
+                        reason: reason.clone(),
+                        message: node_message.to_string(),
+                    }));
+                }
+                out.push(event(&p, EventType::Warning, reason, message.clone()));
             }
             (RuntimeAction::CreateSandbox { .. }, ActionOutcome::Failed { message, .. }) => {
                 out.push(event(

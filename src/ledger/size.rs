@@ -124,6 +124,7 @@ fn own_heap_bytes(r: &Record) -> usize {
                 | RuntimeAction::RemoveContainer { id }
                 | RuntimeAction::RemoveSandbox { id } => id.len(),
                 RuntimeAction::CreateSandbox { .. } => 0,
+                RuntimeAction::PodConfigWarning { reason, message } => reason.len() + message.len(),
                 RuntimeAction::PullImage { container, image }
                 | RuntimeAction::PullingImage { container, image } => container.len() + image.len(),
                 RuntimeAction::CreateContainer { container, .. } => container.len(),

@@ -61,6 +61,12 @@ pub struct NodeContext {
     /// Where pod directories live (`<root-dir>/pods`): `emptyDir` volumes are under
     /// `<pods_dir>/<uid>/volumes/`.
     pub pods_dir: PathBuf,
+    /// The cluster DNS settings pods' resolvers are formed from.
+    pub dns: super::dns::DnsSettings,
+    /// Mount the kubelet-managed files (`/etc/hosts`, the termination-message file) into
+    /// containers: a runtime with mount namespaces. Not the embedded runtime, whose
+    /// containers are host processes.
+    pub managed_files: bool,
 }
 
 /// Why a container configuration could not be built (`CreateContainerConfigError`).

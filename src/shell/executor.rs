@@ -69,6 +69,10 @@ pub struct Executor {
     env: Option<Arc<super::env::fetch::EnvResolver>>,
     /// Writes projected, configMap, secret and downwardAPI volumes.
     projector: super::projected::Projector,
+    /// Resolves `runtimeClassName` to the sandbox's runtime handler.
+    runtime_classes: super::runtime_class::RuntimeClasses,
+    /// Reads `imagePullSecrets` for image pulls.
+    pull_secrets: super::pull_secrets::PullSecrets,
 }
 
 struct Step<'a> {
@@ -103,6 +107,7 @@ struct StartTarget<'a> {
     sandbox_config: &'a v1::PodSandboxConfig,
     pod_ip: &'a str,
     volumes: &'a Result<super::volumes::VolumePaths, String>,
+    credentials: &'a super::pull_secrets::PodCredentials,
 }
 
 fn failed(reason: &str, message: String) -> ActionOutcome {
@@ -131,7 +136,24 @@ impl Executor {
             cancels: Arc::default(),
             env: None,
             projector,
+            runtime_classes: Default::default(),
+            pull_secrets: Default::default(),
         }
+    }
+
+    /// The same executor pulling images with the credentials `secrets` reads.
+    pub fn with_pull_secrets(mut self, secrets: super::pull_secrets::PullSecrets) -> Executor {
+        self.pull_secrets = secrets;
+        self
+    }
+
+    /// The same executor resolving `runtimeClassName` through `classes`.
+    pub fn with_runtime_classes(
+        mut self,
+        classes: super::runtime_class::RuntimeClasses,
+    ) -> Executor {
+        self.runtime_classes = classes;
+        self
     }
 
     /// The same executor writing projected (and configMap, secret, downwardAPI) volumes
@@ -275,26 +297,23 @@ impl Executor {
             .find(|s| s.id == sandbox_id)
             .map_or(0, |s| s.attempt);
         let mut pod_ip = cmd.runtime.ips.first().cloned().unwrap_or_default();
+        let starts = !(plan.start_init.is_empty() && plan.start.is_empty());
         if let Some(a) = plan.create_sandbox {
             attempt = a;
+        }
+        // the sandbox's configuration, formed once for a new sandbox and the containers'
+        // creation (kubelet generatePodSandboxConfig); a failure fails the sync
+        let sandbox_config = if plan.create_sandbox.is_some() || starts {
+            self.sandbox_config(step, p, attempt).await
+        } else {
+            Ok(cri_config::sandbox_config(&self.ctx, p, attempt))
+        };
+        if let Some(a) = plan.create_sandbox {
             metrics::counter!(STARTED_PODS_TOTAL).increment(1);
             let started = Instant::now();
-            let config = cri_config::sandbox_config(&self.ctx, p, a);
-            let run = match std::fs::create_dir_all(&config.log_directory) {
-                Err(e) => Err(format!(
-                    "cannot create log directory {}: {e}",
-                    config.log_directory
-                )),
-                Ok(()) => {
-                    let run = self.cri.run_pod_sandbox(config, "").await;
-                    metrics::histogram!(RUN_PODSANDBOX_DURATION_SECONDS, "runtime_handler" => "")
-                        .record(started.elapsed().as_secs_f64());
-                    if run.is_err() {
-                        metrics::counter!(RUN_PODSANDBOX_ERRORS_TOTAL, "runtime_handler" => "")
-                            .increment(1);
-                    }
-                    run.map_err(|e| e.to_string())
-                }
+            let run = match &sandbox_config {
+                Err(e) => Err(e.clone()),
+                Ok(config) => self.run_sandbox(p, config.clone()).await,
             };
             let action = RuntimeAction::CreateSandbox { attempt: a };
             match run {
@@ -327,7 +346,14 @@ impl Executor {
                 ),
             };
         }
-        let sandbox_config = cri_config::sandbox_config(&self.ctx, p, attempt);
+        let sandbox_config = match sandbox_config {
+            Ok(config) => config,
+            Err(e) => {
+                return SyncOutcome::Failed {
+                    message: format!("GeneratePodSandboxConfig failed: {e}"),
+                }
+            }
+        };
         // the pod's volumes, before any container starts (kubelet WaitForAttachAndMount); a
         // failure fails each start with CreateContainerConfigError naming the volume
         let volumes = if starts_nothing {
@@ -338,11 +364,18 @@ impl Executor {
                 Err(e) => Err(e),
             }
         };
+        // the pod's pull credentials (kubelet getPullSecretsForPod)
+        let credentials = if starts {
+            self.pull_credentials(step, p).await
+        } else {
+            Default::default()
+        };
         let target = StartTarget {
             sandbox_id: &sandbox_id,
             sandbox_config: &sandbox_config,
             pod_ip: &pod_ip,
             volumes: &volumes,
+            credentials: &credentials,
         };
         // 4. ephemeral containers (`kubectl debug`): a failure is recorded, the rest go on
         for s in &plan.start_ephemeral {
@@ -376,6 +409,96 @@ impl Executor {
                 message: errors.join("; "),
             }
         }
+    }
+
+    /// `generatePodSandboxConfig` with the pod's hostname (`GetNodenameForKernel`), DNS
+    /// (`GetPodDNS`) and port mappings (`MakePortMappings`); the warnings forming the DNS raised are reported for the pod's Warning
+    /// events.
+    async fn sandbox_config(
+        &self,
+        step: &Step<'_>,
+        p: &Pod,
+        attempt: u32,
+    ) -> Result<v1::PodSandboxConfig, String> {
+        let mut config = cri_config::sandbox_config(&self.ctx, p, attempt);
+        if !config.hostname.is_empty() {
+            // a pod with its own UTS namespace: the kubelet's hostname rules
+            config.hostname = super::etc_hosts::kernel_hostname(p, &self.ctx.dns.cluster_domain)?;
+        }
+        let dns = super::dns::for_pod(&self.ctx.dns, p)?;
+        for w in dns.warnings {
+            let action = RuntimeAction::PodConfigWarning {
+                reason: w.reason.into(),
+                message: w.message,
+            };
+            step.report(action, ok(None, None), Instant::now()).await;
+        }
+        config.dns_config = Some(dns.config);
+        config.port_mappings = super::ports::port_mappings(p);
+        Ok(config)
+    }
+
+    /// The pod's `imagePullSecrets`; a secret that cannot be read is reported for the
+    /// kubelet's `FailedToRetrieveImagePullSecret` warning and the pulls go on without it.
+    async fn pull_credentials(
+        &self,
+        step: &Step<'_>,
+        p: &Pod,
+    ) -> super::pull_secrets::PodCredentials {
+        let credentials = self.pull_secrets.for_pod(p).await;
+        if let Some(message) = credentials.missing_warning() {
+            let action = RuntimeAction::PodConfigWarning {
+                reason: "FailedToRetrieveImagePullSecret".into(),
+                message,
+            };
+            step.report(action, ok(None, None), Instant::now()).await;
+        }
+        credentials
+    }
+
+    /// `createPodSandbox`: the log directory, the runtime handler of the pod's
+    /// RuntimeClass, then `RunPodSandbox`.
+    async fn run_sandbox(&self, p: &Pod, config: v1::PodSandboxConfig) -> Result<String, String> {
+        std::fs::create_dir_all(&config.log_directory)
+            .map_err(|e| format!("cannot create log directory {}: {e}", config.log_directory))?;
+        let handler = self.runtime_classes.handler(p).await?;
+        let started = Instant::now();
+        let run = self.cri.run_pod_sandbox(config, &handler).await;
+        metrics::histogram!(RUN_PODSANDBOX_DURATION_SECONDS, "runtime_handler" => handler.clone())
+            .record(started.elapsed().as_secs_f64());
+        if run.is_err() {
+            metrics::counter!(RUN_PODSANDBOX_ERRORS_TOTAL, "runtime_handler" => handler)
+                .increment(1);
+        }
+        run.map_err(|e| e.to_string())
+    }
+
+    /// The kubelet-managed files of a container (`makeMounts`): its termination-message
+    /// file and the pod's `/etc/hosts`, on runtimes that mount them.
+    fn managed_mounts(
+        &self,
+        p: &Pod,
+        c: &k8s_openapi::api::core::v1::Container,
+        s: &ContainerStart,
+        pod_ip: &str,
+    ) -> Result<Vec<v1::Mount>, String> {
+        if !self.ctx.managed_files {
+            return Ok(Vec::new());
+        }
+        let pods_dir = &self.ctx.pods_dir;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let id = format!("{}-{nanos:x}", s.restart_count);
+        let ips: Vec<String> = Some(pod_ip.to_string())
+            .filter(|ip| !ip.is_empty())
+            .into_iter()
+            .collect();
+        let domain = &self.ctx.dns.cluster_domain;
+        Ok(super::termination_message::mount(pods_dir, p, c, &id)?
+            .into_iter()
+            .chain(super::etc_hosts::mount(pods_dir, domain, p, c, &ips)?)
+            .collect())
     }
 
     async fn start_container(
@@ -434,7 +557,13 @@ impl Executor {
         // image, per imagePullPolicy
         let started = Instant::now();
         let pull = self
-            .ensure_image(step, c, &image, s.image_pull_backoff.as_deref())
+            .ensure_image(
+                step,
+                c,
+                &image,
+                s.image_pull_backoff.as_deref(),
+                target.credentials,
+            )
             .await;
         let outcome = match &pull {
             Ok(detail) => ok(None, Some(detail.clone())),
@@ -455,8 +584,11 @@ impl Executor {
                 None => super::env::EnvSources::default(),
             };
             let volumes = target.volumes.as_ref().map_err(String::clone)?;
-            cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, &sources)
-                .map_err(|e| e.0)
+            let mut config =
+                cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, &sources)
+                    .map_err(|e| e.0)?;
+            config.mounts.extend(self.managed_mounts(p, c, s, pod_ip)?);
+            Ok::<_, String>(config)
         }
         .await;
         let create = match config {
@@ -614,6 +746,7 @@ impl Executor {
         c: &k8s_openapi::api::core::v1::Container,
         image: &str,
         backoff: Option<&str>,
+        credentials: &super::pull_secrets::PodCredentials,
     ) -> Result<String, (&'static str, String)> {
         if image.is_empty() {
             return Err((
@@ -665,7 +798,7 @@ impl Executor {
                     started,
                 )
                 .await;
-                match self.cri.pull_image(spec, None, None).await {
+                match self.pull(spec, credentials).await {
                     Ok(r) => Ok(format!(
                         "Successfully pulled image {image:?} in {:?} (image ref {r})",
                         started.elapsed()
@@ -677,6 +810,35 @@ impl Executor {
                 }
             }
         }
+    }
+
+    /// kubelet `PullImage`: without credentials for the image, one pull without; else each
+    /// matching credential in turn until one works (the errors of all, if none does).
+    async fn pull(
+        &self,
+        spec: v1::ImageSpec,
+        credentials: &super::pull_secrets::PodCredentials,
+    ) -> Result<String, String> {
+        let auths = credentials.lookup(&spec.image)?;
+        if auths.is_empty() {
+            return self
+                .cri
+                .pull_image(spec, None, None)
+                .await
+                .map_err(|e| e.to_string());
+        }
+        let mut errors = Vec::new();
+        for auth in auths {
+            match self.cri.pull_image(spec.clone(), Some(auth), None).await {
+                Ok(r) => return Ok(r),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        Err(if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            format!("[{}]", errors.join(", "))
+        })
     }
 
     /// `killContainer`: the preStop hook within the grace period (when the plan gives it

@@ -6,7 +6,9 @@
 
 pub mod api;
 pub mod cri_config;
+pub mod dns;
 pub mod env;
+pub mod etc_hosts;
 pub mod events;
 pub mod executor;
 pub mod hooks;
@@ -15,12 +17,16 @@ pub mod key_objects;
 pub mod machine;
 pub mod node_allocatable;
 pub mod pod_cidr;
+pub mod ports;
 pub mod prober;
 pub mod projected;
+pub mod pull_secrets;
 pub mod redact;
 pub mod resource_field;
+pub mod runtime_class;
 pub mod runtime_health;
 pub mod runtime_view;
+pub mod termination_message;
 pub mod timers;
 pub mod volumes;
 

@@ -177,7 +177,9 @@ pub async fn pod_status(cri: &CriClient, uid: &Uid) -> Result<RuntimePodStatus, 
         match cri.container_status(&c.id, false).await {
             Ok(resp) => {
                 if let Some(st) = resp.status {
-                    cs.push(container_status(&st));
+                    let mut status = container_status(&st);
+                    super::termination_message::enrich(&st, &mut status.message);
+                    cs.push(status);
                 }
             }
             Err(e) if e.is_not_found() => {}

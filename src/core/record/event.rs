@@ -208,6 +208,14 @@ pub enum RuntimeAction {
         /// Runtime ID.
         id: String,
     },
+    /// A problem in the pod's configuration the shell worked around while forming its
+    /// sandbox (the kubelet's pod Warning events `MissingClusterDNS`, `DNSConfigForming`).
+    PodConfigWarning {
+        /// The event's reason.
+        reason: String,
+        /// The event's message.
+        message: String,
+    },
 }
 
 /// How a runtime step ended.

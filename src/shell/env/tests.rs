@@ -9,6 +9,8 @@ fn ctx() -> NodeContext {
         node_name: "n1".into(),
         node_ip: "10.0.0.7".into(),
         pods_dir: PathBuf::from("/var/lib/ledgerlet/pods"),
+        dns: Default::default(),
+        managed_files: true,
     }
 }
 
