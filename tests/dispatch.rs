@@ -8,13 +8,11 @@ use std::sync::Arc;
 use ledgerlet::core::command::{Command, EventType, WorkType};
 use ledgerlet::core::config::{CoreConfig, PodSource};
 use ledgerlet::core::record::event::{PlegEvent, PlegEventKind, PodConfigChange, SourceReady};
-use ledgerlet::core::record::{Event, Time};
-use ledgerlet::core::runtime_status::{
-    ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
-};
+use ledgerlet::core::record::Event;
+use ledgerlet::core::runtime_status::{ContainerState, RuntimePodStatus};
 use ledgerlet::core::timers::TimerKey;
 use ledgerlet::core::update::UpdateType;
-use support::core_harness::{pod, uid, Harness};
+use support::core_harness::{container_status, pod, runtime_pod, uid, Harness};
 
 fn added(source: PodSource, p: &Arc<k8s_openapi::api::core::v1::Pod>) -> Event {
     Event::PodAdded(PodConfigChange {
@@ -223,43 +221,13 @@ fn hk_03_a_rejected_pod_deleted_with_a_terminal_phase_is_killed_once() {
 }
 
 fn leftover(running: bool) -> RuntimePodStatus {
-    let t = Time::from_unix_secs(1);
-    RuntimePodStatus {
-        name: "leftover".into(),
-        namespace: "ns".into(),
-        ips: vec![],
-        sandboxes: vec![SandboxStatus {
-            id: "sb".into(),
-            state: if running {
-                SandboxState::SandboxReady
-            } else {
-                SandboxState::SandboxNotready
-            },
-            created_at: t,
-            attempt: 0,
-            ip: None,
-            host_network: false,
-        }],
-        containers: vec![ContainerStatus {
-            id: "c1".into(),
-            name: "app".into(),
-            state: if running {
-                ContainerState::Running
-            } else {
-                ContainerState::Exited
-            },
-            created_at: t,
-            started_at: Some(t),
-            finished_at: None,
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            image: String::new(),
-            image_ref: String::new(),
-            hash: String::new(),
-            restart_count: 0,
-        }],
-    }
+    let state = if running {
+        ContainerState::Running
+    } else {
+        ContainerState::Exited
+    };
+    let app = container_status("c1", "app", state);
+    runtime_pod("leftover", "ns", running, None, vec![app])
 }
 
 #[test]

@@ -27,14 +27,12 @@ use ledgerlet::core::record::event::{
     SyncOutcome, TimerFired,
 };
 use ledgerlet::core::record::{Event, Time};
-use ledgerlet::core::runtime_status::{
-    ContainerState, ContainerStatus, RunningPod, RuntimePodStatus, SandboxState, SandboxStatus,
-};
+use ledgerlet::core::runtime_status::{ContainerState, RunningPod, RuntimePodStatus};
 use ledgerlet::core::status::merge_pod_status;
 use ledgerlet::core::update::{KillPodOptions, PodStatusOverride, UpdatePod, UpdateType};
 use ledgerlet::core::{fold, Node, Uid};
 use ledgerlet::ledger::{codec, Line, Reader};
-use support::core_harness::{pod, Harness};
+use support::core_harness::{container_status, pod, runtime_pod, Harness};
 
 const PODS: usize = 6;
 
@@ -201,44 +199,13 @@ fn make_pod(
 }
 
 fn runtime_status(running: bool) -> RuntimePodStatus {
-    let t = Time::from_unix_secs(1);
     let state = if running {
         ContainerState::Running
     } else {
         ContainerState::Exited
     };
-    RuntimePodStatus {
-        name: "web".into(),
-        namespace: "ns".into(),
-        ips: vec![],
-        sandboxes: vec![SandboxStatus {
-            id: "sb".into(),
-            state: if running {
-                SandboxState::SandboxReady
-            } else {
-                SandboxState::SandboxNotready
-            },
-            created_at: t,
-            attempt: 0,
-            ip: None,
-            host_network: false,
-        }],
-        containers: vec![ContainerStatus {
-            id: "c".into(),
-            name: "main".into(),
-            state,
-            created_at: t,
-            started_at: Some(t),
-            finished_at: None,
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            image: String::new(),
-            image_ref: String::new(),
-            hash: String::new(),
-            restart_count: 0,
-        }],
-    }
+    let main = container_status("c", "main", state);
+    runtime_pod("web", "ns", running, None, vec![main])
 }
 
 /// What the checker remembers between steps.

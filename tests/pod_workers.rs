@@ -7,49 +7,20 @@ use ledgerlet::core::command::{Command, EventType, WorkType};
 use ledgerlet::core::pod_workers::{effective_grace_period, PodWorkerState, WorkerActivity};
 use ledgerlet::core::record::event::{SyncKnownPods, SyncOutcome};
 use ledgerlet::core::record::{Event, Time};
-use ledgerlet::core::runtime_status::{
-    ContainerState, ContainerStatus, RunningPod, RuntimePodStatus, SandboxState, SandboxStatus,
-};
+use ledgerlet::core::runtime_status::{ContainerState, RunningPod, RuntimePodStatus, SandboxState};
 use ledgerlet::core::timers::TimerKey;
 use ledgerlet::core::update::{KillPodOptions, PodStatusOverride, UpdatePod, UpdateType};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use support::core_harness::{pod, uid, Harness};
+use support::core_harness::{container_status, pod, runtime_pod, uid, Harness};
 
 fn ms_between(a: Time, b: Time) -> u64 {
     b.since(a).as_millis() as u64
 }
 
 fn running_pod_status() -> RuntimePodStatus {
-    let t = Time::from_unix_secs(1);
-    RuntimePodStatus {
-        name: "p".into(),
-        namespace: "ns".into(),
-        ips: vec![],
-        sandboxes: vec![SandboxStatus {
-            id: "sb".into(),
-            state: SandboxState::SandboxReady,
-            created_at: t,
-            attempt: 0,
-            ip: None,
-            host_network: false,
-        }],
-        containers: vec![ContainerStatus {
-            id: "c1".into(),
-            name: "main".into(),
-            state: ContainerState::Running,
-            created_at: t,
-            started_at: Some(t),
-            finished_at: None,
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            image: String::new(),
-            image_ref: String::new(),
-            hash: String::new(),
-            restart_count: 0,
-        }],
-    }
+    let main = container_status("c1", "main", ContainerState::Running);
+    runtime_pod("p", "ns", true, None, vec![main])
 }
 
 fn sync_known(h: &mut Harness, desired: &[&str]) -> Vec<Command> {

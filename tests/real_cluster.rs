@@ -410,23 +410,11 @@ fn a_default_pod_reads_its_service_account_token_ca_and_namespace_and_the_token_
 // node made for them (the apiserver's audit log, `RealCluster::audit`)
 
 /// A pod bound to `node` by `nodeName`, with restart policy `restart` and one container,
-/// `main`, running `script`.
+/// `main`, running `script` (the embedded runtime's `busybox` image).
 fn bound_pod(name: &str, node: &str, script: &str, grace_s: i64, restart: &str) -> Pod {
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "nodeName": node,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": grace_s,
-            "restartPolicy": restart,
-            "containers": [{
-                "name": "main",
-                "image": "busybox",
-                "command": ["sh", "-c", script]
-            }]
-        }
-    }))
-    .unwrap()
+    let mut p = support::on_containerd::bound_pod(node, name, script, grace_s, restart);
+    p.spec.as_mut().unwrap().containers[0].image = Some("busybox".into());
+    p
 }
 
 fn create_pod(admin: &Kube, pod: &Pod) -> Pod {

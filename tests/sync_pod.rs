@@ -14,46 +14,14 @@ use ledgerlet::core::config::PodSource;
 use ledgerlet::core::record::event::{PodConfigChange, RuntimeHealth, SyncOutcome};
 use ledgerlet::core::record::{Event, Time};
 use ledgerlet::core::runtime_status::{
-    ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
+    ContainerState, ContainerStatus, RuntimePodStatus, SandboxState,
 };
 use ledgerlet::core::timers::TimerKey;
 use ledgerlet::core::update::UpdateType;
-use support::core_harness::{pod, uid, Harness};
-
-fn container(id: &str, name: &str, state: ContainerState) -> ContainerStatus {
-    let t = Time::from_unix_secs(1);
-    ContainerStatus {
-        id: id.into(),
-        name: name.into(),
-        state,
-        created_at: t,
-        started_at: Some(t),
-        finished_at: None,
-        exit_code: 0,
-        reason: String::new(),
-        message: String::new(),
-        image: String::new(),
-        image_ref: String::new(),
-        hash: String::new(),
-        restart_count: 0,
-    }
-}
+use support::core_harness::{container_status, pod, runtime_pod, uid, Harness};
 
 fn runtime(containers: Vec<ContainerStatus>) -> RuntimePodStatus {
-    RuntimePodStatus {
-        name: "p".into(),
-        namespace: "ns".into(),
-        ips: vec!["10.0.0.1".into()],
-        sandboxes: vec![SandboxStatus {
-            id: "sb".into(),
-            state: SandboxState::SandboxReady,
-            created_at: Time::from_unix_secs(1),
-            attempt: 0,
-            ip: Some("10.0.0.1".into()),
-            host_network: false,
-        }],
-        containers,
-    }
+    runtime_pod("p", "ns", true, Some("10.0.0.1"), containers)
 }
 
 fn with_debugger(p: &Arc<Pod>, target: Option<&str>) -> Arc<Pod> {
@@ -84,16 +52,20 @@ fn sync(h: &mut Harness, p: &Arc<Pod>) -> Vec<Command> {
     cmds
 }
 
-#[test]
-fn rt_47_an_added_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
+/// Pod `1` with its container `main` running (runtime ID `c1`).
+fn running_main() -> (Harness, Arc<Pod>) {
     let mut h = Harness::new();
     let p = pod("1", "p", "ns").build();
-    h.runtime.insert(
-        uid("1"),
-        runtime(vec![container("c1", "main", ContainerState::Running)]),
-    );
+    let main = container_status("c1", "main", ContainerState::Running);
+    h.runtime.insert(uid("1"), runtime(vec![main]));
     h.update(UpdateType::Create, &p);
     h.drain();
+    (h, p)
+}
+
+#[test]
+fn rt_47_an_added_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
+    let (mut h, p) = running_main();
     let debugged = with_debugger(&p, Some("main"));
     let cmds = sync(&mut h, &debugged);
     let starts = ephemeral_starts(&cmds).expect("a SyncPod");
@@ -109,8 +81,8 @@ fn rt_47_an_added_ephemeral_container_starts_once_in_its_targets_pid_namespace()
     h.runtime.insert(
         uid("1"),
         runtime(vec![
-            container("e1", "debugger", ContainerState::Exited),
-            container("c1", "main", ContainerState::Running),
+            container_status("e1", "debugger", ContainerState::Exited),
+            container_status("c1", "main", ContainerState::Running),
         ]),
     );
     let cmds = sync(&mut h, &debugged);
@@ -120,14 +92,7 @@ fn rt_47_an_added_ephemeral_container_starts_once_in_its_targets_pid_namespace()
 
 #[test]
 fn rt_47_an_ephemeral_container_without_a_target_shares_no_pid_namespace() {
-    let mut h = Harness::new();
-    let p = pod("1", "p", "ns").build();
-    h.runtime.insert(
-        uid("1"),
-        runtime(vec![container("c1", "main", ContainerState::Running)]),
-    );
-    h.update(UpdateType::Create, &p);
-    h.drain();
+    let (mut h, p) = running_main();
     let cmds = sync(&mut h, &with_debugger(&p, None));
     let starts = ephemeral_starts(&cmds).expect("a SyncPod");
     assert_eq!(starts.len(), 1);
@@ -205,14 +170,7 @@ fn rt_46_while_the_network_is_not_ready_only_host_network_pods_start() {
 
 #[test]
 fn rt_43_the_stopped_pods_terminal_phase_is_recorded_when_the_kill_succeeds() {
-    let mut h = Harness::new();
-    let p = pod("1", "p", "ns").build();
-    h.runtime.insert(
-        uid("1"),
-        runtime(vec![container("c1", "main", ContainerState::Running)]),
-    );
-    h.update(UpdateType::Create, &p);
-    h.drain();
+    let (mut h, _) = running_main();
     let deleted = pod("1", "p", "ns").deleted(30).build();
     h.update(UpdateType::Update, &deleted);
     for _ in 0..5 {
@@ -223,7 +181,7 @@ fn rt_43_the_stopped_pods_terminal_phase_is_recorded_when_the_kill_succeeds() {
     }
     assert_eq!(h.syncing("1").map(|(_, w)| w), Some(WorkType::Terminating));
     // the shell reads the stopped pod after the kill, then reports the sync finished
-    let mut killed = container("c1", "main", ContainerState::Exited);
+    let mut killed = container_status("c1", "main", ContainerState::Exited);
     killed.exit_code = 137;
     killed.finished_at = Some(Time::from_unix_secs(2));
     let mut stopped = runtime(vec![killed]);

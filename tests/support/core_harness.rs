@@ -18,7 +18,9 @@ use ledgerlet::core::record::event::{
     ConfigApplied, RuntimeStatusObserved, SourceReady, SyncFinished, SyncOutcome, TimerFired,
 };
 use ledgerlet::core::record::{Event, Time};
-use ledgerlet::core::runtime_status::RuntimePodStatus;
+use ledgerlet::core::runtime_status::{
+    ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
+};
 use ledgerlet::core::timers::TimerKey;
 use ledgerlet::core::update::{KillPodOptions, PodStatusOverride, UpdatePod, UpdateType};
 use ledgerlet::core::{Node, Uid};
@@ -396,4 +398,53 @@ impl Harness {
 
 pub fn uid(s: &str) -> Uid {
     Uid::new(s)
+}
+
+/// A runtime container `id` named `name` in `state`, created and started at 1 s.
+pub fn container_status(id: &str, name: &str, state: ContainerState) -> ContainerStatus {
+    let t = Time::from_unix_secs(1);
+    ContainerStatus {
+        id: id.into(),
+        name: name.into(),
+        state,
+        created_at: t,
+        started_at: Some(t),
+        finished_at: None,
+        exit_code: 0,
+        reason: String::new(),
+        message: String::new(),
+        image: String::new(),
+        image_ref: String::new(),
+        hash: String::new(),
+        restart_count: 0,
+    }
+}
+
+/// A runtime pod `name` in `ns` with one sandbox `sb` (ready or not, created at 1 s, with
+/// `ip` as its network status's IP) and `containers`.
+pub fn runtime_pod(
+    name: &str,
+    ns: &str,
+    sandbox_ready: bool,
+    ip: Option<&str>,
+    containers: Vec<ContainerStatus>,
+) -> RuntimePodStatus {
+    RuntimePodStatus {
+        name: name.into(),
+        namespace: ns.into(),
+        ips: ip.iter().map(|i| i.to_string()).collect(),
+        sandboxes: vec![SandboxStatus {
+            id: "sb".into(),
+            state: if sandbox_ready {
+                SandboxState::SandboxReady
+            } else {
+                SandboxState::SandboxNotready
+            },
+            created_at: Time::from_unix_secs(1),
+            attempt: 0,
+            ip: ip.map(str::to_string),
+            host_network: false,
+        }],
+        containers,
+    }
 }
