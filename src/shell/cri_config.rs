@@ -133,10 +133,11 @@ pub fn sandbox_config(ctx: &NodeContext, p: &Pod, attempt: u32) -> v1::PodSandbo
         labels,
         annotations,
         linux: Some(v1::LinuxPodSandboxConfig {
-            security_context: Some(v1::LinuxSandboxSecurityContext {
-                namespace_options: Some(namespace_options(p)),
-                ..Default::default()
-            }),
+            security_context: Some(super::security_context::sandbox_security_context(
+                p,
+                namespace_options(p),
+            )),
+            sysctls: super::security_context::sandbox_sysctls(p),
             ..Default::default()
         }),
         ..Default::default()
@@ -217,8 +218,12 @@ fn quantity(
 }
 
 /// kubelet `generateLinuxContainerResources` (CPU shares and quota, memory limit) and the
-/// container's namespaces.
-fn linux_config(p: &Pod, c: &Container) -> Result<v1::LinuxContainerConfig, ConfigError> {
+/// container's security context (`super::security_context`).
+fn linux_config(
+    ctx: &NodeContext,
+    p: &Pod,
+    c: &Container,
+) -> Result<v1::LinuxContainerConfig, ConfigError> {
     let milli = |which| quantity(c, which, "cpu", 1_000_000);
     let cpu_request = milli("requests")?;
     let cpu_limit = milli("limits")?;
@@ -236,10 +241,12 @@ fn linux_config(p: &Pod, c: &Container) -> Result<v1::LinuxContainerConfig, Conf
             memory_limit_in_bytes: memory_limit.unwrap_or(0),
             ..Default::default()
         }),
-        security_context: Some(v1::LinuxContainerSecurityContext {
-            namespace_options: Some(namespace_options(p)),
-            ..Default::default()
-        }),
+        security_context: Some(super::security_context::container_security_context(
+            &super::security_context::seccomp_profile_root(&ctx.pods_dir),
+            p,
+            c,
+            namespace_options(p),
+        )?),
     })
 }
 
@@ -346,7 +353,7 @@ pub fn container_config(
         labels,
         annotations,
         log_path: container_log_path(&c.name, start.restart_count),
-        linux: Some(linux_config(p, c)?),
+        linux: Some(linux_config(ctx, p, c)?),
         stdin: c.stdin.unwrap_or(false),
         stdin_once: c.stdin_once.unwrap_or(false),
         tty: c.tty.unwrap_or(false),

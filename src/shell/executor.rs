@@ -447,6 +447,7 @@ impl Executor {
                 None => None,
             };
             let volumes = target.volumes.as_ref().map_err(String::clone)?;
+            self.verify_run_as_non_root(p, c).await?;
             cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, values.as_ref())
                 .map_err(|e| e.0)
         }
@@ -496,6 +497,30 @@ impl Executor {
                 Err(("RunContainerError", msg))
             }
         }
+    }
+
+    /// `verifyRunAsNonRoot`, asking the runtime for the image's user (CRI `ImageStatus`)
+    /// only when the container must not run as root and names no `runAsUser`.
+    async fn verify_run_as_non_root(
+        &self,
+        p: &Pod,
+        c: &k8s_openapi::api::core::v1::Container,
+    ) -> Result<(), String> {
+        use super::security_context as sc;
+        let (mut uid, mut name) = (None, String::new());
+        if sc::needs_image_user(p, c) {
+            let image = c.image.clone().unwrap_or_default();
+            let spec = v1::ImageSpec {
+                image: image.clone(),
+                user_specified_image: image.clone(),
+                ..Default::default()
+            };
+            let status = self.cri.image_status(spec, false).await;
+            let status =
+                status.map_err(|e| format!("cannot get the user of image {image:?}: {e}"))?;
+            (uid, name) = sc::image_user(status.image.as_ref());
+        }
+        sc::verify_run_as_non_root(p, c, uid, &name).map_err(|e| e.0)
     }
 
     /// Step 4 of `startContainer`: the postStart hook. A failure is reported, the container

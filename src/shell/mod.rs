@@ -8,6 +8,7 @@ pub mod api;
 pub mod cri_config;
 pub mod events;
 pub mod executor;
+pub mod fs_group;
 pub mod hooks;
 pub mod http_get;
 pub mod machine;
@@ -18,6 +19,7 @@ pub mod redact;
 pub mod runtime_health;
 pub mod runtime_view;
 pub mod secrets;
+pub mod security_context;
 pub mod timers;
 pub mod volumes;
 

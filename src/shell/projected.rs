@@ -653,13 +653,18 @@ impl Projector {
             };
             let err = |e| super::volumes::volume_error(p, i, v, "", e);
             let payload = self.payload(p, v).await.map_err(err)?;
+            let payload = super::fs_group::with_group_modes(p, payload);
             // the write and the check that the pod is still wanted are one step, so a
             // refresh never recreates a directory the executor just removed
             let st = self.lock();
             if only_if_remembered && !st.pods.contains_key(&uid) {
                 return Ok(out);
             }
-            write_atomic(&dir, &payload).map_err(err)?;
+            if write_atomic(&dir, &payload).map_err(err)? {
+                // as the kubelet's writer's setPerms: each new payload gets the fsGroup
+                super::fs_group::set_volume_ownership(p, &dir, true)
+                    .map_err(|e| err(format!("fsGroup: {e}")))?;
+            }
             drop(st);
             out.insert(v.name.clone(), dir);
         }
