@@ -373,3 +373,89 @@ fn a_pod_with_run_as_non_root_and_a_root_image_fails_create_container_config() {
         let _ = admin.run(pods.delete(name, &Default::default()));
     }
 }
+
+/// A pod of one container `main` with the given `resources`, printing its OOM score
+/// adjustment and its cgroup's memory and memory+swap limits.
+fn resources_pod(name: &str, resources: serde_json::Value) -> Pod {
+    let mut pod = run_once_pod(
+        name,
+        serde_json::json!({}),
+        serde_json::json!([]),
+        &[(
+            "main",
+            serde_json::json!({}),
+            "echo oom=$(cat /proc/self/oom_score_adj) \
+             && echo mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes) \
+             && echo memsw=$(cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes 2>/dev/null)",
+        )],
+    );
+    pod.spec.as_mut().unwrap().containers[0].resources =
+        Some(serde_json::from_value(resources).unwrap());
+    pod
+}
+
+/// SC-05: oom_score_adj by QoS class and no swap beyond the memory limit.
+#[test]
+fn containers_get_the_oom_score_of_their_qos_class_and_no_swap_beyond_their_memory_limit() {
+    use k8s_openapi::api::core::v1::Node;
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let node = admin.run(admin.all::<Node>().get(NODE)).expect("the node");
+    let capacity = node.status.unwrap().capacity.unwrap()["memory"].0.clone();
+    let capacity_bytes: i64 = capacity
+        .strip_suffix("Ki")
+        .expect("memory capacity in Ki")
+        .parse::<i64>()
+        .unwrap()
+        * 1024;
+    let best_effort = logs_of_completed(
+        c,
+        &admin,
+        &resources_pod("besteffort", serde_json::json!({})),
+    );
+    let burstable = logs_of_completed(
+        c,
+        &admin,
+        &resources_pod(
+            "burstable",
+            serde_json::json!({"requests": {"memory": "64Mi"}, "limits": {"memory": "128Mi"}}),
+        ),
+    );
+    let guaranteed = logs_of_completed(
+        c,
+        &admin,
+        &resources_pod(
+            "guaranteed",
+            serde_json::json!({
+                "requests": {"cpu": "100m", "memory": "64Mi"},
+                "limits": {"cpu": "100m", "memory": "64Mi"}
+            }),
+        ),
+    );
+    let (best_effort, burstable, guaranteed) = (
+        &best_effort["main"],
+        &burstable["main"],
+        &guaranteed["main"],
+    );
+    assert_eq!(field(best_effort, "oom"), "1000", "{best_effort}");
+    let want = (1000 - 1000 * (64 << 20) / capacity_bytes).clamp(3, 999);
+    assert_eq!(field(burstable, "oom"), want.to_string(), "{burstable}");
+    // -997, raised by containerd's restrict_oom_score_adj to its own score when that is higher
+    let oom: i64 = field(guaranteed, "oom").parse().unwrap();
+    assert!(oom < want, "{guaranteed}");
+    assert_eq!(field(burstable, "mem"), (128 << 20).to_string());
+    assert_eq!(field(guaranteed, "mem"), (64 << 20).to_string());
+    // with swap accounting, memory+swap is capped at the memory limit (the kubelet's NoSwap)
+    if std::path::Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists() {
+        assert_eq!(
+            field(burstable, "memsw"),
+            (128 << 20).to_string(),
+            "{burstable}"
+        );
+        assert_eq!(
+            field(guaranteed, "memsw"),
+            (64 << 20).to_string(),
+            "{guaranteed}"
+        );
+    }
+}

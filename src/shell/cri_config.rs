@@ -233,14 +233,16 @@ fn linux_config(
         Some(l) => (milli_cpu_to_quota(l, CPU_PERIOD_US), CPU_PERIOD_US),
         None => (0, 0),
     };
+    let mut resources = v1::LinuxContainerResources {
+        cpu_shares: shares,
+        cpu_quota,
+        cpu_period,
+        memory_limit_in_bytes: memory_limit.unwrap_or(0),
+        ..Default::default()
+    };
+    super::container_resources::apply_host_policy(p, c, &mut resources);
     Ok(v1::LinuxContainerConfig {
-        resources: Some(v1::LinuxContainerResources {
-            cpu_shares: shares,
-            cpu_quota,
-            cpu_period,
-            memory_limit_in_bytes: memory_limit.unwrap_or(0),
-            ..Default::default()
-        }),
+        resources: Some(resources),
         security_context: Some(super::security_context::container_security_context(
             &super::security_context::seccomp_profile_root(&ctx.pods_dir),
             p,
