@@ -459,3 +459,97 @@ fn containers_get_the_oom_score_of_their_qos_class_and_no_swap_beyond_their_memo
         );
     }
 }
+
+/// SC-06: each pod's cgroup sits under its QoS class's cgroup with the pod-level limits,
+/// and goes when the pod does.
+#[test]
+fn pods_run_in_their_qos_class_cgroup_with_pod_limits_until_they_are_deleted() {
+    let Some(c) = cluster() else { return };
+    if !std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists() {
+        eprintln!("SKIPPED: the pod cgroup limits are written on cgroup v1 hosts only");
+        return;
+    }
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    let script = "echo cg=$(grep ':memory:' /proc/self/cgroup | cut -d: -f3); exec sleep 3600";
+    let cases = [
+        (
+            "qos-besteffort",
+            serde_json::json!({}),
+            "/kubepods/besteffort/pod",
+        ),
+        (
+            "qos-burstable",
+            serde_json::json!({"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}),
+            "/kubepods/burstable/pod",
+        ),
+        (
+            "qos-guaranteed",
+            serde_json::json!({
+                "requests": {"cpu": "200m", "memory": "48Mi"}, "limits": {"cpu": "200m", "memory": "48Mi"}
+            }),
+            "/kubepods/pod",
+        ),
+    ];
+    let mut uids = BTreeMap::new();
+    for (name, resources, _) in &cases {
+        let mut pod = bound_pod(NODE, name, script, 1, "Always");
+        pod.spec.as_mut().unwrap().containers[0].resources =
+            Some(serde_json::from_value(resources.clone()).unwrap());
+        let created = admin
+            .run(pods.create(&PostParams::default(), &pod))
+            .unwrap();
+        uids.insert(name.to_string(), created.metadata.uid.unwrap());
+    }
+    let host = |cgroup: &str, file: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/{cgroup}/{file}"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    for (name, _, place) in &cases {
+        let uid = &uids[*name];
+        let out = admin.wait_for(&format!("{name} reports its cgroup"), 120, |_| {
+            let out = container_output(c, name, uid, "main");
+            out.contains("cg=").then_some(out)
+        });
+        // the container's cgroup is inside the pod's, which is under its QoS class
+        let pod_cgroup = format!("{place}{uid}");
+        assert!(
+            field(&out, "cg").starts_with(&format!("{pod_cgroup}/")),
+            "{out}"
+        );
+        let (cpu, memory) = (format!("cpu{pod_cgroup}"), format!("memory{pod_cgroup}"));
+        match *name {
+            "qos-besteffort" => {
+                assert_eq!(host(&cpu, "cpu.shares"), "2");
+                assert_eq!(host("cpu/kubepods/besteffort", "cpu.shares"), "2");
+            }
+            "qos-burstable" => {
+                // shares from the requests; no quota as the CPU is not limited; memory is
+                assert_eq!(host(&cpu, "cpu.shares"), "102");
+                assert_eq!(host(&cpu, "cpu.cfs_quota_us"), "-1");
+                assert_eq!(
+                    host(&memory, "memory.limit_in_bytes"),
+                    (64 << 20).to_string()
+                );
+            }
+            _ => {
+                assert_eq!(host(&cpu, "cpu.shares"), "204");
+                assert_eq!(host(&cpu, "cpu.cfs_quota_us"), "20000");
+                assert_eq!(
+                    host(&memory, "memory.limit_in_bytes"),
+                    (48 << 20).to_string()
+                );
+            }
+        }
+    }
+    // deleted, the pods take their cgroups with them
+    for (name, _, place) in &cases {
+        let _ = admin.run(pods.delete(name, &Default::default()));
+        let gone = format!("/sys/fs/cgroup/memory{place}{}", uids[*name]);
+        admin.wait_for(&format!("{gone} removed"), 120, |_| {
+            (!std::path::Path::new(&gone).exists()).then_some(())
+        });
+    }
+}

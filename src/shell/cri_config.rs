@@ -138,6 +138,7 @@ pub fn sandbox_config(ctx: &NodeContext, p: &Pod, attempt: u32) -> v1::PodSandbo
                 namespace_options(p),
             )),
             sysctls: super::security_context::sandbox_sysctls(p),
+            cgroup_parent: super::pod_cgroups::cgroup_parent(p),
             ..Default::default()
         }),
         ..Default::default()

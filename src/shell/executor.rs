@@ -279,11 +279,14 @@ impl Executor {
             metrics::counter!(STARTED_PODS_TOTAL).increment(1);
             let started = Instant::now();
             let config = cri_config::sandbox_config(&self.ctx, p, a);
-            let run = match std::fs::create_dir_all(&config.log_directory) {
-                Err(e) => Err(format!(
-                    "cannot create log directory {}: {e}",
-                    config.log_directory
-                )),
+            // the pod's cgroup with its limits (kubelet SyncPod: EnsureExists), then its logs
+            let ready = super::pod_cgroups::ensure(p).and_then(|()| {
+                std::fs::create_dir_all(&config.log_directory).map_err(|e| {
+                    format!("cannot create log directory {}: {e}", config.log_directory)
+                })
+            });
+            let run = match ready {
+                Err(e) => Err(e),
                 Ok(()) => {
                     let run = self.cri.run_pod_sandbox(config, "").await;
                     metrics::histogram!(RUN_PODSANDBOX_DURATION_SECONDS, "runtime_handler" => "")
@@ -947,6 +950,10 @@ impl Executor {
                     }
                 }
             }
+        }
+        // and removes its cgroup (a failure is logged: the pod is terminated all the same)
+        if let Err(e) = super::pod_cgroups::remove(cmd.uid.as_str()) {
+            tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's cgroup");
         }
         // the kubelet tears a terminated pod's volumes down (emptyDir contents go with it)
         if let Err(e) = self.remove_volumes(&cmd.uid) {

@@ -13,6 +13,7 @@ pub mod fs_group;
 pub mod hooks;
 pub mod http_get;
 pub mod machine;
+pub mod pod_cgroups;
 pub mod pod_cidr;
 pub mod prober;
 pub mod projected;
