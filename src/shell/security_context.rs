@@ -335,12 +335,7 @@ pub fn container_security_context(
         }),
         privileged: sc.privileged.unwrap_or(false),
         namespace_options: Some(namespaces),
-        selinux_options: sc.se_linux_options.as_ref().map(|o| v1::SeLinuxOption {
-            user: o.user.clone().unwrap_or_default(),
-            role: o.role.clone().unwrap_or_default(),
-            r#type: o.type_.clone().unwrap_or_default(),
-            level: o.level.clone().unwrap_or_default(),
-        }),
+        selinux_options: sc.se_linux_options.as_ref().map(selinux),
         run_as_user: sc.run_as_user.map(|value| v1::Int64Value { value }),
         run_as_group: sc.run_as_group.map(|value| v1::Int64Value { value }),
         readonly_rootfs: sc.read_only_root_filesystem.unwrap_or(false),
@@ -355,6 +350,16 @@ pub fn container_security_context(
         apparmor_profile,
         ..Default::default()
     })
+}
+
+/// `convertToRuntimeSELinuxOption`.
+fn selinux(o: &k8s_openapi::api::core::v1::SELinuxOptions) -> v1::SeLinuxOption {
+    v1::SeLinuxOption {
+        user: o.user.clone().unwrap_or_default(),
+        role: o.role.clone().unwrap_or_default(),
+        r#type: o.type_.clone().unwrap_or_default(),
+        level: o.level.clone().unwrap_or_default(),
+    }
 }
 
 /// True if any container of the pod is privileged (`kubecontainer.HasPrivilegedContainer`).
@@ -394,14 +399,7 @@ pub fn sandbox_security_context(
         supplemental_groups: pod_groups(p),
         supplemental_groups_policy: supplemental_groups_policy(p),
         privileged: has_privileged_container(p),
-        selinux_options: psc
-            .and_then(|s| s.se_linux_options.as_ref())
-            .map(|o| v1::SeLinuxOption {
-                user: o.user.clone().unwrap_or_default(),
-                role: o.role.clone().unwrap_or_default(),
-                r#type: o.type_.clone().unwrap_or_default(),
-                level: o.level.clone().unwrap_or_default(),
-            }),
+        selinux_options: psc.and_then(|s| s.se_linux_options.as_ref()).map(selinux),
         seccomp: Some(v1::SecurityProfile {
             profile_type: v1::security_profile::ProfileType::RuntimeDefault as i32,
             localhost_ref: String::new(),
