@@ -552,6 +552,7 @@ impl Daemon {
         core.node_name = opts.node_name.clone();
         core.node_ip = opts.node_ip.clone();
         core.runtime_name = version.runtime_name.clone();
+        core.apparmor_enabled = crate::shell::security_context::host_apparmor_enabled();
         core.sources = Vec::new();
         if opts.pod_manifest_path.is_some() {
             core.sources.push(PodSource::File);

@@ -553,3 +553,65 @@ fn pods_run_in_their_qos_class_cgroup_with_pod_limits_until_they_are_deleted() {
         });
     }
 }
+
+/// SC-07: a pod that asks for an AppArmor profile runs only where the host enforces
+/// AppArmor; elsewhere it is held Pending with reason `AppArmor` and its containers
+/// `Blocked`, while the node's other pods run.
+#[test]
+fn a_pod_asking_for_apparmor_is_held_pending_on_a_host_without_it() {
+    let Some(c) = cluster() else { return };
+    let host_has_apparmor = std::path::Path::new("/sys/kernel/security/apparmor").exists()
+        && std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
+            .is_ok_and(|v| v.starts_with('Y'));
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    let other = bound_pod(NODE, "apparmor-neighbour", "sleep 3600", 1, "Always");
+    admin
+        .run(pods.create(&PostParams::default(), &other))
+        .unwrap();
+    let mut pod = bound_pod(NODE, "apparmor", "sleep 3600", 1, "Always");
+    pod.spec.as_mut().unwrap().containers[0].security_context = Some(
+        serde_json::from_value(serde_json::json!({"appArmorProfile": {"type": "RuntimeDefault"}}))
+            .unwrap(),
+    );
+    admin
+        .run(pods.create(&PostParams::default(), &pod))
+        .unwrap();
+    if host_has_apparmor {
+        admin.wait_for("apparmor Running", 120, |k| {
+            let p = k.run(pods.get("apparmor")).ok()?;
+            (phase(&p) == Some("Running")).then_some(())
+        });
+    } else {
+        let status = admin.wait_for("apparmor held with reason AppArmor", 120, |k| {
+            let p = k.run(pods.get("apparmor")).ok()?;
+            let s = p.status.clone()?;
+            (s.reason.as_deref() == Some("AppArmor")).then_some(p)
+        });
+        let s = status.status.as_ref().unwrap();
+        assert_eq!(phase(&status), Some("Pending"));
+        assert_eq!(
+            s.message.as_deref(),
+            Some("Cannot enforce AppArmor: AppArmor is not enabled on the host")
+        );
+        assert_eq!(
+            waiting(&status, "main").map(|w| w.0).as_deref(),
+            Some("Blocked")
+        );
+    }
+    admin.wait_for("the neighbour Running", 120, |k| {
+        let p = k.run(pods.get("apparmor-neighbour")).ok()?;
+        (phase(&p) == Some("Running")).then_some(())
+    });
+    if !host_has_apparmor {
+        // still held, never started
+        let p = admin.run(pods.get("apparmor")).unwrap();
+        assert_eq!(phase(&p), Some("Pending"));
+        assert!(main_status(&p)
+            .and_then(|s| s.container_id.as_ref())
+            .is_none());
+    }
+    for name in ["apparmor", "apparmor-neighbour"] {
+        let _ = admin.run(pods.delete(name, &Default::default()));
+    }
+}

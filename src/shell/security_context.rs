@@ -15,16 +15,12 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{
-    AppArmorProfile, Container, Pod, PodSecurityContext, SeccompProfile, SecurityContext,
+    Container, Pod, PodSecurityContext, SeccompProfile, SecurityContext,
 };
 
 use super::cri_config::ConfigError;
-use crate::core::pod;
+use crate::core::{pod, soft_admission};
 use crate::cri::v1;
-
-/// The annotation prefix of the deprecated per-container AppArmor profile
-/// (`container.apparmor.security.beta.kubernetes.io/<container>`).
-pub const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
 
 /// Paths the runtime masks in a container with `procMount: Default` (kubelet
 /// `securitycontext.defaultMaskedPaths`, kept in sync with moby).
@@ -196,42 +192,10 @@ fn seccomp(p: &Pod, c: &Container, root: &Path) -> Result<v1::SecurityProfile, C
     }
 }
 
-/// `apparmor.GetProfile`: the container's field, else its deprecated annotation, else the
-/// pod's field.
-pub fn apparmor_profile(p: &Pod, c: &Container) -> Option<AppArmorProfile> {
-    if let Some(a) = c
-        .security_context
-        .as_ref()
-        .and_then(|s| s.app_armor_profile.clone())
-    {
-        return Some(a);
-    }
-    let annotation = p
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(&format!("{APPARMOR_ANNOTATION_PREFIX}{}", c.name)));
-    if let Some(value) = annotation {
-        let (type_, localhost) = match value.as_str() {
-            "runtime/default" => ("RuntimeDefault", None),
-            "unconfined" => ("Unconfined", None),
-            other => match other.strip_prefix("localhost/") {
-                Some(l) => ("Localhost", Some(l.to_string())),
-                None => (other, None),
-            },
-        };
-        return Some(AppArmorProfile {
-            type_: type_.into(),
-            localhost_profile: localhost,
-        });
-    }
-    pod_security_context(p).and_then(|s| s.app_armor_profile.clone())
-}
-
 /// `getAppArmorProfile`: the CRI profile and the deprecated profile name.
 fn apparmor(p: &Pod, c: &Container) -> Result<(Option<v1::SecurityProfile>, String), ConfigError> {
     use v1::security_profile::ProfileType;
-    let Some(a) = apparmor_profile(p, c) else {
+    let Some(a) = soft_admission::container_apparmor_profile(p, c) else {
         return Ok((None, String::new()));
     };
     let profile = |t: ProfileType, r: &str| {
@@ -260,33 +224,12 @@ fn apparmor(p: &Pod, c: &Container) -> Result<(Option<v1::SecurityProfile>, Stri
     }
 }
 
-/// True if any container of the pod (init, regular, ephemeral) asks for an AppArmor
-/// profile other than `Unconfined` (the kubelet's AppArmor `isRequired`).
-pub fn requires_apparmor(p: &Pod) -> bool {
-    let Some(spec) = p.spec.as_ref() else {
-        return false;
-    };
-    let ephemeral = spec
-        .ephemeral_containers
-        .iter()
-        .flatten()
-        .map(|e| Container {
-            name: e.name.clone(),
-            security_context: e.security_context.clone(),
-            ..Default::default()
-        });
-    let containers: Vec<Container> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter())
-        .cloned()
-        .chain(ephemeral)
-        .collect();
-    containers
-        .iter()
-        .filter_map(|c| apparmor_profile(p, c))
-        .any(|a| a.type_ != "Unconfined")
+/// Whether this host enforces AppArmor (runc's `apparmor.IsEnabled`: the securityfs
+/// directory exists and the module parameter says `Y`).
+pub fn host_apparmor_enabled() -> bool {
+    Path::new("/sys/kernel/security/apparmor").exists()
+        && std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
+            .is_ok_and(|v| v.starts_with('Y'))
 }
 
 /// The pod's `fsGroup` and `supplementalGroups`, in the kubelet's order.

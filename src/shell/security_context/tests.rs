@@ -199,10 +199,9 @@ fn apparmor_comes_from_the_container_field_then_its_annotation_then_the_pod() {
         ProfileType::RuntimeDefault as i32
     );
     assert_eq!(c.apparmor_profile, "runtime/default");
-    assert!(requires_apparmor(&p));
     p.metadata.annotations = Some(
         [(
-            format!("{APPARMOR_ANNOTATION_PREFIX}main"),
+            format!("{}main", soft_admission::APPARMOR_ANNOTATION_PREFIX),
             "localhost/k8s-deny".to_string(),
         )]
         .into(),
@@ -210,11 +209,6 @@ fn apparmor_comes_from_the_container_field_then_its_annotation_then_the_pod() {
     let c = cri(&p);
     assert_eq!(c.apparmor.as_ref().unwrap().localhost_ref, "k8s-deny");
     assert_eq!(c.apparmor_profile, "localhost/k8s-deny");
-    let unconfined = pod(
-        serde_json::Value::Null,
-        serde_json::json!({"appArmorProfile": {"type": "Unconfined"}}),
-    );
-    assert!(!requires_apparmor(&unconfined));
     assert!(cri(&pod(serde_json::Value::Null, serde_json::Value::Null))
         .apparmor
         .is_none());
