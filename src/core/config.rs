@@ -76,8 +76,9 @@ pub struct CoreConfig {
     #[serde(flatten)]
     pub node_lifecycle: Box<NodeLifecycleConfig>,
     /// Whether the host enforces AppArmor (probed by the shell at start): a pod that asks
-    /// for a profile cannot run without it (`core::soft_admission`).
-    #[serde(default)]
+    /// for a profile cannot run without it (`core::soft_admission`). Written only when true,
+    /// so ledgers of hosts without AppArmor read as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub apparmor_enabled: bool,
 }
 
