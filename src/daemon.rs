@@ -338,8 +338,10 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let (report, mut inbox) = Report::channel(opts.inbox_capacity);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (engine, restarted) = start_engine(&opts)?;
-    let (daemon, timer_arms) =
+    let (mut daemon, timer_arms) =
         Daemon::new(&opts, engine.clone(), &runtime.cri, cluster, report.clone());
+    // the embedded runtime's containers are host processes: no pod cgroups for them
+    daemon.executor.set_pod_cgroups(runtime.embedded.is_none());
     daemon.apply_config(&opts, &runtime.version, restarted)?;
     tokio::spawn(timers::run(timer_arms, report.clone()));
     let addr = SocketAddr::new(opts.address, opts.read_only_port);

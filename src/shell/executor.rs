@@ -69,6 +69,9 @@ pub struct Executor {
     secrets: Option<Arc<super::secrets::SecretResolver>>,
     /// Writes projected, configMap, secret and downwardAPI volumes.
     projector: super::projected::Projector,
+    /// Whether pods get their cgroup under `/kubepods` (`super::pod_cgroups`); not on a
+    /// runtime without cgroups (the embedded one).
+    pod_cgroups: bool,
 }
 
 struct Step<'a> {
@@ -131,6 +134,7 @@ impl Executor {
             cancels: Arc::default(),
             secrets: None,
             projector,
+            pod_cgroups: true,
         }
     }
 
@@ -145,6 +149,12 @@ impl Executor {
     pub fn with_secrets(mut self, resolver: super::secrets::SecretResolver) -> Executor {
         self.secrets = Some(Arc::new(resolver));
         self
+    }
+
+    /// Turns the pod cgroups (`super::pod_cgroups`) off for a runtime that does not use
+    /// them (the embedded runtime runs plain host processes).
+    pub fn set_pod_cgroups(&mut self, enabled: bool) {
+        self.pod_cgroups = enabled;
     }
 
     /// The CRI client.
@@ -280,7 +290,12 @@ impl Executor {
             let started = Instant::now();
             let config = cri_config::sandbox_config(&self.ctx, p, a);
             // the pod's cgroup with its limits (kubelet SyncPod: EnsureExists), then its logs
-            let ready = super::pod_cgroups::ensure(p).and_then(|()| {
+            let cgroup = if self.pod_cgroups {
+                super::pod_cgroups::ensure(p)
+            } else {
+                Ok(())
+            };
+            let ready = cgroup.and_then(|()| {
                 std::fs::create_dir_all(&config.log_directory).map_err(|e| {
                     format!("cannot create log directory {}: {e}", config.log_directory)
                 })
@@ -952,7 +967,12 @@ impl Executor {
             }
         }
         // and removes its cgroup (a failure is logged: the pod is terminated all the same)
-        if let Err(e) = super::pod_cgroups::remove(cmd.uid.as_str()) {
+        let cgroup = if self.pod_cgroups {
+            super::pod_cgroups::remove(cmd.uid.as_str())
+        } else {
+            Ok(())
+        };
+        if let Err(e) = cgroup {
             tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's cgroup");
         }
         // the kubelet tears a terminated pod's volumes down (emptyDir contents go with it)
