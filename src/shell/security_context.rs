@@ -23,11 +23,11 @@ use crate::core::{pod, soft_admission};
 use crate::cri::v1;
 
 /// Paths the runtime masks in a container with `procMount: Default` (kubelet
-/// `securitycontext.defaultMaskedPaths`, kept in sync with moby).
-pub const DEFAULT_MASKED_PATHS: [&str; 12] = [
+/// `securitycontext.defaultMaskedPaths` of the release ledgerlet follows, kept in sync with
+/// moby's; later releases also mask `/proc/interrupts`).
+pub const DEFAULT_MASKED_PATHS: [&str; 11] = [
     "/proc/asound",
     "/proc/acpi",
-    "/proc/interrupts",
     "/proc/kcore",
     "/proc/keys",
     "/proc/latency_stats",
@@ -138,7 +138,7 @@ pub fn verify_run_as_non_root(
         ))),
         Some(uid) if !(1..=i64::from(i32::MAX)).contains(&uid) => Err(ConfigError(format!(
             "container has runAsNonRoot and image has an invalid user id ({uid}). (Must be \
-             1-({})): must be between 0 and {} , inclusive (pod: {pod_ref:?}, container: {name})",
+             1-({})): must be between 0 and {}, inclusive (pod: {pod_ref:?}, container: {name})",
             i32::MAX,
             i32::MAX
         ))),

@@ -240,6 +240,15 @@ fn run_as_non_root_checks_the_run_as_user_then_the_images_user_with_the_kubelets
         e.0
     );
     assert!(verify_run_as_non_root(&p, main(&p), Some(65534), "").is_ok());
+    let e = verify_run_as_non_root(&p, main(&p), Some(-1), "").unwrap_err();
+    assert!(
+        e.0.starts_with(
+            "container has runAsNonRoot and image has an invalid user id (-1). (Must be \
+             1-(2147483647)): must be between 0 and 2147483647, inclusive"
+        ),
+        "{}",
+        e.0
+    );
     // not asked, or asked off: no check
     let p = pod(json!({"runAsNonRoot": false}), serde_json::Value::Null);
     assert!(verify_run_as_non_root(&p, main(&p), Some(0), "").is_ok());
