@@ -615,3 +615,42 @@ fn a_pod_asking_for_apparmor_is_held_pending_on_a_host_without_it() {
         let _ = admin.run(pods.delete(name, &Default::default()));
     }
 }
+
+/// SC-04: the service-account token is private to the pod's one user, group-readable by
+/// its fsGroup.
+#[test]
+fn the_service_account_token_belongs_to_the_pods_user_and_fs_group() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let script = "t=/var/run/secrets/kubernetes.io/serviceaccount/token; \
+        echo token=$(stat -L -c '%u %g %a' $t) && test -s $t && echo readable=yes";
+    let mut cases = Vec::new();
+    for (name, sc, want) in [
+        (
+            "token-user",
+            serde_json::json!({"runAsUser": 1000}),
+            "1000 0 600",
+        ),
+        (
+            "token-group",
+            serde_json::json!({"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000}),
+            "1000 2000 640",
+        ),
+        ("token-root", serde_json::json!({}), "0 0 644"),
+    ] {
+        let mut pod = run_once_pod(
+            name,
+            sc,
+            serde_json::json!([]),
+            &[("main", serde_json::json!({}), script)],
+        );
+        pod.spec.as_mut().unwrap().automount_service_account_token = Some(true);
+        cases.push((pod, want));
+    }
+    for (pod, want) in cases {
+        let logs = logs_of_completed(c, &admin, &pod);
+        let out = &logs["main"];
+        assert_eq!(field(out, "token"), want, "{out}");
+        assert_eq!(field(out, "readable"), "yes", "{out}");
+    }
+}

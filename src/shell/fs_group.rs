@@ -94,6 +94,59 @@ fn root_matches(dir: &Path, gid: u32, read_only: bool) -> bool {
     meta.gid() == gid && meta.mode() & want == want
 }
 
+/// `FsUserFrom`: the user every init and regular container runs as (its `runAsUser`, else
+/// the pod's), when they all name the same one.
+pub fn fs_user(p: &Pod) -> Option<i64> {
+    let spec = p.spec.as_ref()?;
+    let pod_user = spec.security_context.as_ref().and_then(|s| s.run_as_user);
+    let mut users = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .map(|c| {
+            c.security_context
+                .as_ref()
+                .and_then(|s| s.run_as_user)
+                .or(pod_user)
+        });
+    let first = users.next()??;
+    users.all(|u| u == Some(first)).then_some(first)
+}
+
+/// The mode of a projected service-account token: 0600 when the pod has an fsUser or an
+/// fsGroup (the ownership walk then adds group read), else the volume's default mode.
+pub fn token_mode(p: &Pod, default_mode: u32) -> u32 {
+    if fs_user(p).is_some() || fs_group(p).is_some() {
+        0o600
+    } else {
+        default_mode
+    }
+}
+
+/// Gives the projected service-account tokens of volume `v` (written at `dir`) to the
+/// pod's fsUser, as the kubelet's writer does with `FileProjection.FsUser`.
+pub fn own_tokens(
+    p: &Pod,
+    v: &k8s_openapi::api::core::v1::Volume,
+    dir: &Path,
+) -> Result<(), String> {
+    let Some(uid) = fs_user(p) else {
+        return Ok(());
+    };
+    let uid = u32::try_from(uid).map_err(|_| format!("runAsUser {uid} is not a valid user id"))?;
+    let sources = v
+        .projected
+        .iter()
+        .flat_map(|pr| pr.sources.iter().flatten());
+    for t in sources.filter_map(|s| s.service_account_token.as_ref()) {
+        let path = dir.join(&t.path);
+        std::os::unix::fs::chown(&path, Some(uid), None)
+            .map_err(|e| format!("cannot give {} to user {uid}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// The modes the ownership walk gives a read-only volume's files, applied to the payload
 /// before it is written, so an unchanged payload still reads as unchanged afterwards.
 pub fn with_group_modes(p: &Pod, mut payload: Payload) -> Payload {
@@ -141,6 +194,32 @@ mod tests {
             .unwrap();
         set_volume_ownership(&pod(serde_json::json!({"fsGroup": 4321})), &dir, true).unwrap();
         assert_eq!(meta("sub/f").mode() & 0o7777, 0o440);
+    }
+
+    #[test]
+    fn the_fs_user_is_the_one_user_all_containers_run_as_and_makes_tokens_private() {
+        let pod = |v: serde_json::Value| -> Pod { serde_json::from_value(v).unwrap() };
+        let shared = pod(serde_json::json!({"spec": {
+            "securityContext": {"runAsUser": 1000},
+            "initContainers": [{"name": "i"}],
+            "containers": [{"name": "a"}, {"name": "b", "securityContext": {"runAsUser": 1000}}]
+        }}));
+        assert_eq!(fs_user(&shared), Some(1000));
+        assert_eq!(token_mode(&shared, 0o644), 0o600);
+        let mixed = pod(serde_json::json!({"spec": {
+            "securityContext": {"runAsUser": 1000},
+            "containers": [{"name": "a"}, {"name": "b", "securityContext": {"runAsUser": 7}}]
+        }}));
+        assert_eq!(fs_user(&mixed), None);
+        let unset = pod(serde_json::json!({"spec": {
+            "containers": [{"name": "a", "securityContext": {"runAsUser": 5}}, {"name": "b"}]
+        }}));
+        assert_eq!(fs_user(&unset), None);
+        assert_eq!(token_mode(&unset, 0o644), 0o644);
+        let group_only = pod(serde_json::json!({"spec": {
+            "securityContext": {"fsGroup": 9}, "containers": [{"name": "a"}]
+        }}));
+        assert_eq!(token_mode(&group_only, 0o644), 0o600);
     }
 
     #[test]

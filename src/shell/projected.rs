@@ -663,6 +663,7 @@ impl Projector {
             if write_atomic(&dir, &payload).map_err(err)? {
                 // as the kubelet's writer's setPerms: each new payload gets the fsGroup
                 super::fs_group::set_volume_ownership(p, &dir, true)
+                    .and_then(|()| super::fs_group::own_tokens(p, v, &dir))
                     .map_err(|e| err(format!("fsGroup: {e}")))?;
             }
             drop(st);
@@ -697,7 +698,8 @@ impl Projector {
                     let token = self
                         .token(p, &sa, t.audience.as_deref(), t.expiration_seconds, &what)
                         .await?;
-                    let file = FileProjection::new(token, default_mode);
+                    let mode = super::fs_group::token_mode(p, default_mode);
+                    let file = FileProjection::new(token, mode);
                     Ok(Payload::from([(t.path.clone(), file)]))
                 }
                 Some(Source::ConfigMap(k)) => {
