@@ -7,9 +7,11 @@
 //! Owns the merge of the pod's and a container's security context, its translation into
 //! `LinuxContainerSecurityContext` / `LinuxSandboxSecurityContext` (users, groups,
 //! capabilities, privileged, read-only root, no_new_privs, seccomp, AppArmor, masked and
-//! read-only paths), the sandbox's sysctls, and the runAsNonRoot check against the image's
-//! user. Must not do I/O (the caller asks the runtime for the image's user) nor decide
-//! whether a container runs: an error is a `CreateContainerConfigError` the executor reports.
+//! read-only paths), the sandbox's sysctls, the runAsNonRoot check against the image's
+//! user, and the probe of whether the host enforces AppArmor. Must not do other I/O (the
+//! caller asks the runtime for the image's user) nor decide whether a container runs: an
+//! error is a `CreateContainerConfigError` the executor reports, and which pods may run at
+//! all is `core::soft_admission`'s.
 
 use std::collections::HashMap;
 use std::path::Path;
