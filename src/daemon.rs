@@ -340,8 +340,10 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let (engine, restarted) = start_engine(&opts)?;
     let (mut daemon, timer_arms) =
         Daemon::new(&opts, engine.clone(), &runtime.cri, cluster, report.clone());
-    // the embedded runtime's containers are host processes: no pod cgroups for them
-    daemon.executor.set_pod_cgroups(runtime.embedded.is_none());
+    // the embedded runtime's containers are host processes: no pod cgroups for them (in
+    // process, or served apart by `ledgerlet runtime serve`)
+    let embedded = runtime.version.runtime_name == crate::runtime::RUNTIME_NAME;
+    daemon.executor.set_pod_cgroups(!embedded);
     daemon.apply_config(&opts, &runtime.version, restarted)?;
     tokio::spawn(timers::run(timer_arms, report.clone()));
     let addr = SocketAddr::new(opts.address, opts.read_only_port);
