@@ -342,8 +342,12 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let (report, mut inbox) = Report::channel(opts.inbox_capacity);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (engine, restarted) = start_engine(&opts)?;
-    let (daemon, timer_arms) =
+    let (mut daemon, timer_arms) =
         Daemon::new(&opts, engine.clone(), &runtime.cri, cluster, report.clone());
+    // the embedded runtime's containers are host processes: no pod cgroups for them (in
+    // process, or served apart by `ledgerlet runtime serve`)
+    let embedded = runtime.version.runtime_name == crate::runtime::RUNTIME_NAME;
+    daemon.executor.set_pod_cgroups(!embedded);
     daemon.apply_config(&opts, &runtime.version, restarted)?;
     tokio::spawn(timers::run(timer_arms, report.clone()));
     let addr = SocketAddr::new(opts.address, opts.read_only_port);
@@ -567,6 +571,7 @@ impl Daemon {
         core.node_name = opts.node_name.clone();
         core.node_ip = opts.node_ip.clone();
         core.runtime_name = version.runtime_name.clone();
+        core.apparmor_enabled = crate::shell::security_context::host_apparmor_enabled();
         core.sources = Vec::new();
         if opts.pod_manifest_path.is_some() {
             core.sources.push(PodSource::File);

@@ -75,6 +75,11 @@ pub struct CoreConfig {
     /// every `Event`) small; flattened, so its fields are plain `CoreConfig` fields on the wire.
     #[serde(flatten)]
     pub node_lifecycle: Box<NodeLifecycleConfig>,
+    /// Whether the host enforces AppArmor (probed by the shell at start): a pod that asks
+    /// for a profile cannot run without it (`core::soft_admission`). Written only when true,
+    /// so ledgers of hosts without AppArmor read as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub apparmor_enabled: bool,
 }
 
 /// The node lifecycle's timings (`core::node_status`), with the kubelet's defaults.
@@ -132,6 +137,7 @@ impl Default for CoreConfig {
             status_sync_period_ms: 10_000,
             status_sync_max_in_flight: 16,
             node_lifecycle: Box::default(),
+            apparmor_enabled: false,
         }
     }
 }

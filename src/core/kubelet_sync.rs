@@ -25,6 +25,7 @@ use super::pod_status::{self, StatusInputs};
 use super::pod_workers::NETWORK_NOT_READY_ERROR;
 use super::reason_cache::StartFailure;
 use super::runtime_status::{ContainerState, RuntimePodStatus};
+use super::soft_admission;
 use super::status::StatusUpdate;
 use super::status_memo::MemoKey;
 use super::timers::TimerKey;
@@ -100,6 +101,21 @@ fn spec_container<'a>(p: &'a Pod, name: &str) -> Option<(&'a Container, Containe
         })
 }
 
+/// kubelet SyncPod for a pod `canRunPod` refuses: Pending unless terminal, the refusal's
+/// reason and message, and every waiting container `Blocked`.
+fn hold(status: &mut PodStatus, (reason, message): (&str, &str)) {
+    if !status.phase.as_deref().is_some_and(pod::is_phase_terminal) {
+        status.phase = Some(pod_status::phase::PENDING.into());
+    }
+    status.reason = Some(reason.into());
+    status.message = Some(message.into());
+    let statuses = status.init_container_statuses.iter_mut().flatten();
+    let statuses = statuses.chain(status.container_statuses.iter_mut().flatten());
+    for w in statuses.filter_map(|s| s.state.as_mut()?.waiting.as_mut()) {
+        w.reason = Some(soft_admission::BLOCKED.into());
+    }
+}
+
 /// Applies a kill's status override (the kubelet's `PodStatusFunc`).
 fn apply_override(status: &mut PodStatus, o: &PodStatusOverride) {
     if let Some(phase) = &o.phase {
@@ -152,6 +168,20 @@ impl Node {
         status_override: Option<&PodStatusOverride>,
         now: Time,
     ) -> bool {
+        let inputs = (p, runtime, pod_is_terminal);
+        self.update_api_status_with(uid, inputs, status_override, None, now)
+    }
+
+    /// [`Self::update_api_status`], with the pod `held` (reason, message) when it cannot
+    /// run (`canRunPod`).
+    fn update_api_status_with(
+        &mut self,
+        uid: &Uid,
+        (p, runtime, pod_is_terminal): (&Arc<Pod>, &Arc<RuntimePodStatus>, bool),
+        status_override: Option<&PodStatusOverride>,
+        held: Option<(&str, &str)>,
+        now: Time,
+    ) -> bool {
         let cached = self
             .statuses
             .get(uid)
@@ -160,8 +190,10 @@ impl Node {
         let cached_status = cached.as_ref().map(|(_, s)| &**s);
         let past_deadline = active_deadline::exceeded(p, cached_status, now);
         // a deleted pod's status is recorded anew every time (`SetPodStatus` forces it)
-        let memo_applies =
-            status_override.is_none() && p.metadata.deletion_timestamp.is_none() && !past_deadline;
+        let memo_applies = status_override.is_none()
+            && held.is_none()
+            && p.metadata.deletion_timestamp.is_none()
+            && !past_deadline;
         let probes_generation = self.probes.generation();
         if let (true, Some((version, status))) = (memo_applies, &cached) {
             let key = MemoKey {
@@ -191,6 +223,9 @@ impl Node {
         });
         if let Some(o) = status_override {
             apply_override(&mut status, o);
+        }
+        if let Some(h) = held {
+            hold(&mut status, h);
         }
         let terminal = status.phase.as_deref().is_some_and(pod::is_phase_terminal);
         let outcome = self.set_pod_status(uid, p, status, now);
@@ -254,8 +289,11 @@ impl Node {
                     // probeManager.AddPod before the status is generated, so a running
                     // container whose probes have not run yet counts as not ready
                     self.probes_add_pod(&uid, &c.pod, self.last_seq, now, &mut extra);
-                    let terminal =
-                        self.update_api_status(&uid, &c.pod, &c.runtime, false, None, now);
+                    // SC-07: soft admission (canRunPod) holds a pod that cannot run
+                    let refused = soft_admission::can_run_pod(&self.config, &c.pod);
+                    let held = refused.as_ref().map(|(r, m)| (*r, m.as_str()));
+                    let inputs = (&c.pod, &c.runtime, false);
+                    let terminal = self.update_api_status_with(&uid, inputs, None, held, now);
                     // AD-02: sync again when the active deadline passes; past it, the
                     // kubelet's Normal event
                     let cached = self.statuses.get(&uid).map(|v| &*v.status);
@@ -273,7 +311,16 @@ impl Node {
                         }
                         _ => {}
                     }
-                    if terminal {
+                    if refused.is_some() && !terminal {
+                        // whatever runs of a pod that cannot run is stopped
+                        let kill = kill_pod_plan(&c.pod, &c.runtime, None, &mut extra);
+                        let runs = !kill.containers.is_empty() || !kill.sandbox_ids.is_empty();
+                        c.plan = RuntimePlan {
+                            kill_pod: runs.then_some(kill),
+                            ..Default::default()
+                        };
+                        None
+                    } else if terminal {
                         // RT-46: a terminal pod runs no runtime actions; the sync reports it.
                         Some(Command::Append(Event::SyncFinished(SyncFinished {
                             uid,

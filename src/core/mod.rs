@@ -34,6 +34,7 @@ pub mod probes;
 pub mod reason_cache;
 pub mod record;
 pub mod runtime_status;
+pub mod soft_admission;
 pub mod status;
 pub mod status_memo;
 pub mod timers;

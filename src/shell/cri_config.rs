@@ -140,10 +140,12 @@ pub fn sandbox_config(ctx: &NodeContext, p: &Pod, attempt: u32) -> v1::PodSandbo
         labels,
         annotations,
         linux: Some(v1::LinuxPodSandboxConfig {
-            security_context: Some(v1::LinuxSandboxSecurityContext {
-                namespace_options: Some(namespace_options(p)),
-                ..Default::default()
-            }),
+            security_context: Some(super::security_context::sandbox_security_context(
+                p,
+                namespace_options(p),
+            )),
+            sysctls: super::security_context::sandbox_sysctls(p),
+            cgroup_parent: super::pod_cgroups::cgroup_parent(p),
             ..Default::default()
         }),
         ..Default::default()
@@ -224,8 +226,12 @@ fn quantity(
 }
 
 /// kubelet `generateLinuxContainerResources` (CPU shares and quota, memory limit) and the
-/// container's namespaces.
-fn linux_config(p: &Pod, c: &Container) -> Result<v1::LinuxContainerConfig, ConfigError> {
+/// container's security context (`super::security_context`).
+fn linux_config(
+    ctx: &NodeContext,
+    p: &Pod,
+    c: &Container,
+) -> Result<v1::LinuxContainerConfig, ConfigError> {
     let milli = |which| quantity(c, which, "cpu", 1_000_000);
     let cpu_request = milli("requests")?;
     let cpu_limit = milli("limits")?;
@@ -235,18 +241,22 @@ fn linux_config(p: &Pod, c: &Container) -> Result<v1::LinuxContainerConfig, Conf
         Some(l) => (milli_cpu_to_quota(l, CPU_PERIOD_US), CPU_PERIOD_US),
         None => (0, 0),
     };
+    let mut resources = v1::LinuxContainerResources {
+        cpu_shares: shares,
+        cpu_quota,
+        cpu_period,
+        memory_limit_in_bytes: memory_limit.unwrap_or(0),
+        ..Default::default()
+    };
+    super::container_resources::apply_host_policy(p, c, &mut resources);
     Ok(v1::LinuxContainerConfig {
-        resources: Some(v1::LinuxContainerResources {
-            cpu_shares: shares,
-            cpu_quota,
-            cpu_period,
-            memory_limit_in_bytes: memory_limit.unwrap_or(0),
-            ..Default::default()
-        }),
-        security_context: Some(v1::LinuxContainerSecurityContext {
-            namespace_options: Some(namespace_options(p)),
-            ..Default::default()
-        }),
+        resources: Some(resources),
+        security_context: Some(super::security_context::container_security_context(
+            &super::security_context::seccomp_profile_root(&ctx.pods_dir),
+            p,
+            c,
+            namespace_options(p),
+        )?),
     })
 }
 
@@ -317,7 +327,7 @@ pub fn container_config(
         ))
     })?;
     let c: &Container = &c;
-    let mut linux = linux_config(p, c)?;
+    let mut linux = linux_config(ctx, p, c)?;
     if let Some(target) = ephemeral_target(p, start)? {
         let ns = linux
             .security_context

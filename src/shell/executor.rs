@@ -73,6 +73,9 @@ pub struct Executor {
     runtime_classes: super::runtime_class::RuntimeClasses,
     /// Reads `imagePullSecrets` for image pulls.
     pull_secrets: super::pull_secrets::PullSecrets,
+    /// Whether pods get their cgroup under `/kubepods` (`super::pod_cgroups`); not on a
+    /// runtime without cgroups (the embedded one).
+    pod_cgroups: bool,
 }
 
 struct Step<'a> {
@@ -138,6 +141,7 @@ impl Executor {
             projector,
             runtime_classes: Default::default(),
             pull_secrets: Default::default(),
+            pod_cgroups: true,
         }
     }
 
@@ -168,6 +172,12 @@ impl Executor {
     pub fn with_env(mut self, resolver: super::env::fetch::EnvResolver) -> Executor {
         self.env = Some(Arc::new(resolver));
         self
+    }
+
+    /// Turns the pod cgroups (`super::pod_cgroups`) off for a runtime that does not use
+    /// them (the embedded runtime runs plain host processes).
+    pub fn set_pod_cgroups(&mut self, enabled: bool) {
+        self.pod_cgroups = enabled;
     }
 
     /// The CRI client.
@@ -297,7 +307,9 @@ impl Executor {
             .find(|s| s.id == sandbox_id)
             .map_or(0, |s| s.attempt);
         let mut pod_ip = cmd.runtime.ips.first().cloned().unwrap_or_default();
-        let starts = !(plan.start_init.is_empty() && plan.start.is_empty());
+        let starts = !(plan.start_ephemeral.is_empty()
+            && plan.start_init.is_empty()
+            && plan.start.is_empty());
         if let Some(a) = plan.create_sandbox {
             attempt = a;
         }
@@ -335,9 +347,7 @@ impl Executor {
                 }
             }
         }
-        let starts_nothing =
-            plan.start_ephemeral.is_empty() && plan.start_init.is_empty() && plan.start.is_empty();
-        if sandbox_id.is_empty() && !starts_nothing {
+        if sandbox_id.is_empty() && starts {
             return SyncOutcome::Failed {
                 message: format!(
                     "no sandbox to start containers of pod {}/{} in",
@@ -356,7 +366,7 @@ impl Executor {
         };
         // the pod's volumes, before any container starts (kubelet WaitForAttachAndMount); a
         // failure fails each start with CreateContainerConfigError naming the volume
-        let volumes = if starts_nothing {
+        let volumes = if !starts {
             Ok(Default::default())
         } else {
             match self.projector.prepare(p).await {
@@ -459,6 +469,10 @@ impl Executor {
     /// `createPodSandbox`: the log directory, the runtime handler of the pod's
     /// RuntimeClass, then `RunPodSandbox`.
     async fn run_sandbox(&self, p: &Pod, config: v1::PodSandboxConfig) -> Result<String, String> {
+        // the pod's cgroup with its limits (kubelet SyncPod: EnsureExists), then its logs
+        if self.pod_cgroups {
+            super::pod_cgroups::ensure(p)?;
+        }
         std::fs::create_dir_all(&config.log_directory)
             .map_err(|e| format!("cannot create log directory {}: {e}", config.log_directory))?;
         let handler = self.runtime_classes.handler(p).await?;
@@ -584,6 +598,7 @@ impl Executor {
                 None => super::env::EnvSources::default(),
             };
             let volumes = target.volumes.as_ref().map_err(String::clone)?;
+            self.verify_run_as_non_root(p, c).await?;
             let mut config =
                 cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, &sources)
                     .map_err(|e| e.0)?;
@@ -636,6 +651,30 @@ impl Executor {
                 Err(("RunContainerError", msg))
             }
         }
+    }
+
+    /// `verifyRunAsNonRoot`, asking the runtime for the image's user (CRI `ImageStatus`)
+    /// only when the container must not run as root and names no `runAsUser`.
+    async fn verify_run_as_non_root(
+        &self,
+        p: &Pod,
+        c: &k8s_openapi::api::core::v1::Container,
+    ) -> Result<(), String> {
+        use super::security_context as sc;
+        let (mut uid, mut name) = (None, String::new());
+        if sc::needs_image_user(p, c) {
+            let image = c.image.clone().unwrap_or_default();
+            let spec = v1::ImageSpec {
+                image: image.clone(),
+                user_specified_image: image.clone(),
+                ..Default::default()
+            };
+            let status = self.cri.image_status(spec, false).await;
+            let status =
+                status.map_err(|e| format!("cannot get the user of image {image:?}: {e}"))?;
+            (uid, name) = sc::image_user(status.image.as_ref());
+        }
+        sc::verify_run_as_non_root(p, c, uid, &name).map_err(|e| e.0)
     }
 
     /// Step 4 of `startContainer`: the postStart hook. A failure is reported, the container
@@ -1105,6 +1144,15 @@ impl Executor {
                     }
                 }
             }
+        }
+        // and removes its cgroup (a failure is logged: the pod is terminated all the same)
+        let cgroup = if self.pod_cgroups {
+            super::pod_cgroups::remove(cmd.uid.as_str())
+        } else {
+            Ok(())
+        };
+        if let Err(e) = cgroup {
+            tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's cgroup");
         }
         // the kubelet tears a terminated pod's volumes down (emptyDir contents go with it)
         if let Err(e) = self.remove_volumes(&cmd.uid) {

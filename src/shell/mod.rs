@@ -5,17 +5,20 @@
 //! says what to do, the shell does it and says what happened.
 
 pub mod api;
+pub mod container_resources;
 pub mod cri_config;
 pub mod dns;
 pub mod env;
 pub mod etc_hosts;
 pub mod events;
 pub mod executor;
+pub mod fs_group;
 pub mod hooks;
 pub mod http_get;
 pub mod key_objects;
 pub mod machine;
 pub mod node_allocatable;
+pub mod pod_cgroups;
 pub mod pod_cidr;
 pub mod ports;
 pub mod prober;
@@ -26,6 +29,7 @@ pub mod resource_field;
 pub mod runtime_class;
 pub mod runtime_health;
 pub mod runtime_view;
+pub mod security_context;
 pub mod termination_message;
 pub mod timers;
 pub mod volumes;

@@ -606,13 +606,19 @@ impl Projector {
             };
             let err = |e| super::volumes::volume_error(p, i, v, "", e);
             let payload = self.payload(p, v).await.map_err(err)?;
+            let payload = super::fs_group::with_group_modes(p, payload);
             // the write and the check that the pod is still wanted are one step, so a
             // refresh never recreates a directory the executor just removed
             let st = self.lock();
             if only_if_remembered && !st.pods.contains_key(&uid) {
                 return Ok(out);
             }
-            write_atomic(&dir, &payload).map_err(err)?;
+            if write_atomic(&dir, &payload).map_err(err)? {
+                // as the kubelet's writer's setPerms: each new payload gets the fsGroup
+                super::fs_group::set_volume_ownership(p, &dir, true)
+                    .and_then(|()| super::fs_group::own_tokens(p, v, &dir))
+                    .map_err(|e| err(format!("fsGroup: {e}")))?;
+            }
             drop(st);
             out.insert(v.name.clone(), dir);
         }
@@ -645,7 +651,8 @@ impl Projector {
                     let token = self
                         .token(p, &sa, t.audience.as_deref(), t.expiration_seconds, &what)
                         .await?;
-                    let file = FileProjection::new(token, default_mode);
+                    let mode = super::fs_group::token_mode(p, default_mode);
+                    let file = FileProjection::new(token, mode);
                     Ok(Payload::from([(t.path.clone(), file)]))
                 }
                 Some(Source::ConfigMap(k)) => {

@@ -67,6 +67,7 @@ pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
         let err = |field: &str, what: String| volume_error(p, i, v, field, what);
         let path = if let Some(e) = &v.empty_dir {
             let dir = empty_dir_path(pods_dir, pod::uid_str(p), &v.name);
+            let fresh = !dir.exists();
             std::fs::create_dir_all(&dir)
                 .map_err(|e| err(".emptyDir", format!("cannot create {}: {e}", dir.display())))?;
             // world-writable like the kubelet's emptyDir (0777), so any user in the container can use it
@@ -93,6 +94,11 @@ pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
                         format!("{other:?} is not supported (\"\" or \"Memory\")"),
                     ))
                 }
+            }
+            // the kubelet sets an emptyDir's ownership once, when it sets it up
+            if fresh {
+                super::fs_group::set_volume_ownership(p, &dir, false)
+                    .map_err(|e| err("", format!("fsGroup: {e}")))?;
             }
             dir
         } else if let Some(dir) = super::projected::volume_path(pods_dir, pod::uid_str(p), v) {
