@@ -102,7 +102,12 @@ fn spec_container<'a>(p: &'a Pod, name: &str) -> Option<(&'a Container, Containe
 
 /// Applies a kill's status override (the kubelet's `PodStatusFunc`).
 fn apply_override(status: &mut PodStatus, o: &PodStatusOverride) {
-    if let Some(phase) = &o.phase {
+    let succeeded = status.phase.as_deref() == Some("Succeeded");
+    if let Some(phase) = o
+        .phase
+        .as_ref()
+        .filter(|_| !(o.keep_succeeded && succeeded))
+    {
         status.phase = Some(phase.clone());
     }
     if let Some(reason) = &o.reason {
