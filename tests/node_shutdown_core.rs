@@ -1,16 +1,20 @@
 //! Graceful node shutdown in the core (`core::node_shutdown`, the kubelet's
 //! `nodeshutdown` manager): the groups, each pod's grace period, the order of the groups,
-//! the statuses pods end with and the admission of new pods. Behaviour NS-01 to NS-06.
+//! the statuses pods end with, the admission of new pods and the node event. Behaviour NS-01
+//! to NS-10.
 
 mod support;
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
-use ledgerlet::core::command::WorkType;
+use ledgerlet::core::command::{Command, EventType, KubeEvent, WorkType};
 use ledgerlet::core::config::{CoreConfig, PodSource};
 use ledgerlet::core::record::event::{NodeShutdown, PodConfigChange, SourceReady};
-use ledgerlet::core::record::Event;
+use ledgerlet::core::record::{Event, Time};
+use ledgerlet::core::runtime_status::{
+    ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
+};
 use ledgerlet::core::timers::TimerKey;
 use support::core_harness::{pod, uid, Harness};
 
@@ -215,4 +219,87 @@ fn ns_08_a_second_shutdown_record_kills_nothing_again() {
     shut_down(&mut h);
     h.drain();
     assert_eq!(kill_graces(&h, "p"), [Some(20)]);
+}
+
+/// The node events a shutdown record emits.
+fn shutdown_events(h: &mut Harness) -> Vec<KubeEvent> {
+    h.submit(Event::NodeShutdown(NodeShutdown {}))
+        .into_iter()
+        .filter_map(|c| match c {
+            Command::RecordEvent(e) if e.object.kind == "Node" => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn ns_09_a_graceful_shutdown_records_the_kubelets_shutdown_event_on_the_node() {
+    let mut h = node(30, 10);
+    let events = shutdown_events(&mut h);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].object.name, "node");
+    assert_eq!(events[0].event_type, EventType::Normal);
+    assert_eq!(events[0].reason, "Shutdown");
+    assert_eq!(
+        events[0].message,
+        "Shutdown manager detected shutdown event"
+    );
+    let mut off = node(0, 0);
+    assert!(
+        shutdown_events(&mut off).is_empty(),
+        "without graceful shutdown there is no shutdown manager to record it"
+    );
+}
+
+fn runtime_pod(name: &str, running: bool) -> RuntimePodStatus {
+    let t = Time::from_unix_secs(1);
+    RuntimePodStatus {
+        name: name.into(),
+        namespace: "ns".into(),
+        ips: vec![],
+        sandboxes: vec![SandboxStatus {
+            id: "sb".into(),
+            state: SandboxState::SandboxReady,
+            created_at: t,
+            attempt: 0,
+            ip: None,
+            host_network: false,
+        }],
+        containers: vec![ContainerStatus {
+            id: "c1".into(),
+            name: "main".into(),
+            state: if running {
+                ContainerState::Running
+            } else {
+                ContainerState::Exited
+            },
+            created_at: t,
+            started_at: Some(t),
+            finished_at: (!running).then_some(t),
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            image: String::new(),
+            image_ref: String::new(),
+            hash: String::new(),
+            restart_count: 0,
+        }],
+    }
+}
+
+#[test]
+fn ns_10_a_pod_that_succeeded_while_the_node_shut_down_stays_succeeded() {
+    let mut h = node(30, 10);
+    let mut p = (*api_pod("done", 30, None)).clone();
+    p.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+    let p = Arc::new(p);
+    h.runtime.insert(uid("done"), runtime_pod("done", true));
+    run(&mut h, &p);
+    h.runtime.insert(uid("done"), runtime_pod("done", false));
+    shut_down(&mut h);
+    h.drain();
+    let s = api_status(&h, "done");
+    assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+    assert_eq!(s.reason.as_deref(), Some("Terminated"));
+    assert_eq!(s.message.as_deref(), Some(MESSAGE));
 }

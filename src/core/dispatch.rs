@@ -266,6 +266,12 @@ impl Node {
             }
             return;
         };
+        out.push(Command::RecordEvent(KubeEvent {
+            object: ObjectRef::node(&self.node_status.node_name(&self.config)),
+            event_type: EventType::Normal,
+            reason: node_shutdown::EVENT_REASON.into(),
+            message: node_shutdown::EVENT_MESSAGE.into(),
+        }));
         let (critical, non_critical): (Vec<_>, Vec<_>) = pods
             .into_iter()
             .partition(|(_, p)| node_shutdown::is_critical(p));

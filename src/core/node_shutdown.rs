@@ -30,6 +30,10 @@ pub const REASON: &str = "Terminated";
 pub const MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
 /// `v1.PodReasonTerminationByKubelet`: the reason of the `DisruptionTarget` condition.
 pub const DISRUPTION_REASON: &str = "TerminationByKubelet";
+/// `kubeletevents.NodeShutdown`: the reason of the node's event when a shutdown starts.
+pub const EVENT_REASON: &str = "Shutdown";
+/// The message of that event.
+pub const EVENT_MESSAGE: &str = "Shutdown manager detected shutdown event";
 /// `nodeShutdownNotAdmittedReason`: the reason of a pod rejected while shutting down.
 pub const REJECT_REASON: &str = "NodeShutdown";
 /// `nodeShutdownNotAdmittedMessage`.
