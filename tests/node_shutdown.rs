@@ -154,6 +154,24 @@ fn a_node_shutdown_stops_normal_pods_within_their_budget_then_critical_pods_then
 }
 
 #[test]
+fn a_shutdown_grace_period_without_stopping_pods_on_exit_is_refused_naming_the_flags() {
+    let out = cli(&[
+        "run",
+        "--container-runtime-endpoint",
+        "unix:///nonexistent/cri.sock",
+        "--shutdown-grace-period",
+        "30s",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--shutdown-grace-period shapes the node shutdown on SIGTERM")
+            && err.contains("pass --stop-pods-on-exit always"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_critical_pods_budget_above_the_shutdown_grace_period_is_refused_naming_both_flags() {
     let out = cli(&[
         "run",

@@ -262,6 +262,14 @@ pub fn run(args: RunArgs) -> ExitCode {
         StopPods::Never => false,
         StopPods::Auto => args.container_runtime_endpoint.is_none(),
     };
+    if args.shutdown_grace_period > 0 && !stop_pods_on_exit {
+        eprintln!(
+            "ledgerlet run: --shutdown-grace-period shapes the node shutdown on SIGTERM, but \
+             with --stop-pods-on-exit never (the default with --container-runtime-endpoint) \
+             SIGTERM leaves the pods running; pass --stop-pods-on-exit always"
+        );
+        return ExitCode::from(2);
+    }
     let dns = crate::shell::dns::DnsSettings {
         cluster_dns: args.cluster_dns,
         cluster_domain: args.cluster_domain,
