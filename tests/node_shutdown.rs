@@ -2,14 +2,14 @@
 //! on the embedded runtime: the test starts its own node agent (`RealCluster::agent`) so it
 //! can shut that node down with SIGTERM (the agent's node shutdown trigger with
 //! `--stop-pods-on-exit`) and read the outcome from the API server as the cluster admin.
-//! Behaviour NS-01, NS-04, NS-05, NS-07, NS-11.
+//! Behaviour NS-01, NS-04, NS-05, NS-07, NS-09, NS-11.
 
 mod support;
 
 use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::PostParams;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{ListParams, PostParams};
 use support::agent::cli;
 use support::real_cluster::RealCluster;
 
@@ -150,6 +150,24 @@ fn a_node_shutdown_stops_normal_pods_within_their_budget_then_critical_pods_then
     assert!(
         after >= Duration::from_secs(2),
         "the critical pod stopped {after:?} after the normal one"
+    );
+    // the kubelet's event on the node (node events live in `default`)
+    let params = ListParams::default().fields(&format!("involvedObject.name={NODE}"));
+    let events = admin
+        .run(admin.api::<Event>("default").list(&params))
+        .unwrap()
+        .items;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Shutdown")
+                && e.message.as_deref() == Some("Shutdown manager detected shutdown event")
+                && e.type_.as_deref() == Some("Normal")),
+        "{:?}",
+        events
+            .iter()
+            .map(|e| (&e.reason, &e.message))
+            .collect::<Vec<_>>()
     );
 }
 
