@@ -196,7 +196,12 @@ fn ns_06_without_a_shutdown_grace_period_every_pod_stops_at_once_with_its_own_gr
     shut_down(&mut h);
     assert_eq!(kill_graces(&h, "normal"), [Some(300)]);
     assert_eq!(kill_graces(&h, "critical"), [Some(40)]);
-    assert!(h.timer(&TimerKey::NodeShutdownGroup).is_none());
+    assert!(
+        !h.commands.iter().any(
+            |(_, c)| matches!(c, Command::SetTimer(t) if t.key == TimerKey::NodeShutdownGroup)
+        ),
+        "graceful shutdown off: no budget timer"
+    );
 }
 
 #[test]
@@ -302,4 +307,23 @@ fn ns_10_a_pod_that_succeeded_while_the_node_shut_down_stays_succeeded() {
     assert_eq!(s.phase.as_deref(), Some("Succeeded"));
     assert_eq!(s.reason.as_deref(), Some("Terminated"));
     assert_eq!(s.message.as_deref(), Some(MESSAGE));
+}
+
+#[test]
+fn ns_01_with_only_critical_pods_they_are_killed_at_once_with_the_critical_budget() {
+    let mut h = node(30, 10);
+    let critical = api_pod("critical", 300, Some(2_000_000_000));
+    run(&mut h, &critical);
+    shut_down(&mut h);
+    assert_eq!(
+        kill_graces(&h, "critical"),
+        [Some(10)],
+        "an empty group is not waited for"
+    );
+    assert!(
+        !h.commands.iter().any(
+            |(_, c)| matches!(c, Command::SetTimer(t) if t.key == TimerKey::NodeShutdownGroup)
+        ),
+        "no budget timer for an empty group"
+    );
 }

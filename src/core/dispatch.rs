@@ -280,12 +280,15 @@ impl Node {
             kill_for_shutdown(p, Some(grace_s), now, out);
         }
         let until = now.plus_ms(budgets.non_critical_s as u64 * 1_000);
+        if !non_critical.is_empty() {
+            // an empty group is not waited for (the fold's check kills the critical pods now)
+            self.timers.set(TimerKey::NodeShutdownGroup, until, out);
+        }
         self.shutdown = node_shutdown::Stage::NonCritical {
             waiting_on: non_critical.into_iter().map(|(u, _)| u).collect(),
             critical: critical.into_iter().map(|(u, _)| u).collect(),
             until,
         };
-        self.timers.set(TimerKey::NodeShutdownGroup, until, out);
     }
 
     /// The non-critical group of a graceful shutdown is done when all its pods stopped or
