@@ -610,10 +610,29 @@ impl Daemon {
         self.handle_event(Event::NodeInfoObserved(info));
     }
 
+    /// How long the loop waits for the pods after a `NodeShutdown`: the shutdown grace
+    /// period when graceful node shutdown is on (the kubelet's inhibit delay), else the
+    /// longest grace period of a pod plus 10 s.
+    fn stop_pods_budget(&self, opts: &RunOptions) -> Duration {
+        if opts.core.shutdown_grace_period_s > 0 {
+            return Duration::from_secs(opts.core.shutdown_grace_period_s);
+        }
+        let engine = self.engine.lock().expect("engine");
+        let max_grace_s = engine
+            .node()
+            .pod_manager
+            .pods()
+            .filter_map(|p| crate::core::pod::termination_grace_period_s(p))
+            .max()
+            .unwrap_or(30);
+        Duration::from_secs(max_grace_s.max(0) as u64 + 10)
+    }
+
     /// The main loop: folds inputs until a signal. On SIGTERM or SIGINT with
-    /// `stop_pods_on_exit`, a `NodeShutdown` record stops every pod and the loop waits for
-    /// them (at most the longest grace period plus 10 s). On SIGQUIT the flight recorder
-    /// writes its file and the loop ends at once.
+    /// `stop_pods_on_exit`, a `NodeShutdown` record stops every pod (graceful node shutdown
+    /// with `--shutdown-grace-period`, see `core::node_shutdown`) and the loop waits until
+    /// they stopped and the API server has their statuses, at most `stop_pods_budget`. On
+    /// SIGQUIT the flight recorder writes its file and the loop ends at once.
     async fn run_until_signal(
         &self,
         opts: &RunOptions,
@@ -625,12 +644,11 @@ impl Daemon {
         let mut deadline = Instant::now();
         loop {
             if let Some(since) = stopping {
-                let done = self
-                    .engine
-                    .lock()
-                    .expect("engine")
-                    .node()
-                    .all_pods_stopped();
+                let done = {
+                    let engine = self.engine.lock().expect("engine");
+                    let node = engine.node();
+                    node.all_pods_stopped() && node.api_statuses_synced()
+                };
                 if done || Instant::now() >= deadline {
                     if !done {
                         tracing::warn!("pods did not all stop within the shutdown deadline; the runtime will kill what is left");
@@ -657,14 +675,7 @@ impl Daemon {
                     if !opts.stop_pods_on_exit {
                         return Stopped::Normally;
                     }
-                    let max_grace_s = {
-                        let engine = self.engine.lock().expect("engine");
-                        engine.node().pod_manager.pods()
-                            .filter_map(|p| crate::core::pod::termination_grace_period_s(p))
-                            .max()
-                            .unwrap_or(30)
-                    };
-                    deadline = Instant::now() + Duration::from_secs(max_grace_s.max(0) as u64 + 10);
+                    deadline = Instant::now() + self.stop_pods_budget(opts);
                     stopping = Some(Instant::now());
                     self.handle(Input { event: Event::NodeShutdown(NodeShutdown {}), cause: None, trace: None }, || !inbox.is_empty());
                 }

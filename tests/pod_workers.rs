@@ -1135,7 +1135,7 @@ fn pw_33_kill_pod_now_completes_or_reports_exceeded_grace_period() {
         phase: Some("Failed".into()),
         reason: Some("Evicted".into()),
         message: Some("The node was low on resource: memory.".into()),
-        conditions: vec![],
+        ..PodStatusOverride::default()
     };
     let (req, _) = h.kill(
         &p,

@@ -6,6 +6,7 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments, files, malformed
 //! ledger lines).
 
+mod duration;
 mod explain_cmd;
 mod ledger_cmd;
 mod replay_cmd;

@@ -165,9 +165,17 @@ pub struct RunArgs {
     /// Delete the oldest durable segments beyond this many bytes in --ledger-dir.
     #[arg(long, default_value_t = crate::ledger::durable::DEFAULT_DIR_MAX_BYTES)]
     ledger_dir_max_bytes: u64,
-    /// Stop every pod when the agent exits.
+    /// Stop every pod when the agent exits (SIGTERM or SIGINT): the node shutdown.
     #[arg(long, value_enum, default_value = "auto")]
     stop_pods_on_exit: StopPods,
+    /// How long the node shutdown may take in all (kubelet `shutdownGracePeriod`, e.g.
+    /// 30s; 0 turns graceful node shutdown off: each pod gets its own grace period).
+    #[arg(long, value_parser = super::duration::parse_duration_s, default_value = "0")]
+    shutdown_grace_period: u64,
+    /// The part of --shutdown-grace-period kept for critical pods, killed after the others
+    /// (kubelet `shutdownGracePeriodCriticalPods`, e.g. 10s).
+    #[arg(long, value_parser = super::duration::parse_duration_s, default_value = "0")]
+    shutdown_grace_period_critical_pods: u64,
     /// Log level when RUST_LOG is not set.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -232,6 +240,14 @@ pub fn run(args: RunArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if args.shutdown_grace_period_critical_pods > args.shutdown_grace_period {
+        eprintln!(
+            "ledgerlet run: --shutdown-grace-period-critical-pods ({} s) must not exceed \
+             --shutdown-grace-period ({} s): the critical pods' time is part of the total",
+            args.shutdown_grace_period_critical_pods, args.shutdown_grace_period
+        );
+        return ExitCode::from(2);
+    }
     let root_dir = args.root_dir.unwrap_or_else(default_root_dir);
     let is_root = unsafe { libc::geteuid() } == 0;
     let pod_logs_dir = args.pod_logs_dir.unwrap_or_else(|| {
@@ -246,6 +262,14 @@ pub fn run(args: RunArgs) -> ExitCode {
         StopPods::Never => false,
         StopPods::Auto => args.container_runtime_endpoint.is_none(),
     };
+    if args.shutdown_grace_period > 0 && !stop_pods_on_exit {
+        eprintln!(
+            "ledgerlet run: --shutdown-grace-period shapes the node shutdown on SIGTERM, but \
+             with --stop-pods-on-exit never (the default with --container-runtime-endpoint) \
+             SIGTERM leaves the pods running; pass --stop-pods-on-exit always"
+        );
+        return ExitCode::from(2);
+    }
     let dns = crate::shell::dns::DnsSettings {
         cluster_dns: args.cluster_dns,
         cluster_domain: args.cluster_domain,
@@ -289,6 +313,8 @@ pub fn run(args: RunArgs) -> ExitCode {
             image_pull_backoff_max_ms: args.image_pull_backoff_max_ms,
             status_sync_period_ms: args.status_sync_period_ms,
             status_sync_max_in_flight: args.status_sync_max_in_flight,
+            shutdown_grace_period_s: args.shutdown_grace_period,
+            shutdown_grace_period_critical_pods_s: args.shutdown_grace_period_critical_pods,
             ..CoreConfig::default()
         },
         ledger: LedgerConfig {

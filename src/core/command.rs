@@ -282,6 +282,16 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
+    /// A reference to node `name` (the kubelet's nodeRef uses the node name as its UID).
+    pub fn node(name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: "Node".into(),
+            namespace: String::new(),
+            name: name.to_string(),
+            uid: name.to_string(),
+        }
+    }
+
     /// A reference to a pod.
     pub fn pod(pod: &Pod) -> ObjectRef {
         ObjectRef {

@@ -71,6 +71,12 @@ pub struct CoreConfig {
     /// Status syncs (GET + PATCH [+ DELETE]) the shell runs at once, at most one per pod
     /// (upstream runs them one at a time).
     pub status_sync_max_in_flight: u32,
+    /// How long a node shutdown may take in all (kubelet `shutdownGracePeriod`, default 0:
+    /// graceful node shutdown off, pods are stopped with their own grace periods).
+    pub shutdown_grace_period_s: u64,
+    /// The part of `shutdown_grace_period_s` kept for critical pods, which are killed after
+    /// the others (kubelet `shutdownGracePeriodCriticalPods`, default 0).
+    pub shutdown_grace_period_critical_pods_s: u64,
     /// Registration, Lease and node status timings. Boxed to keep `ConfigApplied` (and so
     /// every `Event`) small; flattened, so its fields are plain `CoreConfig` fields on the wire.
     #[serde(flatten)]
@@ -136,6 +142,8 @@ impl Default for CoreConfig {
             image_pull_backoff_max_ms: 300_000,
             status_sync_period_ms: 10_000,
             status_sync_max_in_flight: 16,
+            shutdown_grace_period_s: 0,
+            shutdown_grace_period_critical_pods_s: 0,
             node_lifecycle: Box::default(),
             apparmor_enabled: false,
         }
@@ -201,6 +209,13 @@ impl CoreConfig {
                 field: "image_pull_backoff_max_ms",
                 value: self.image_pull_backoff_max_ms.to_string(),
                 why: "must be at least image_pull_backoff_initial_ms",
+            });
+        }
+        if self.shutdown_grace_period_critical_pods_s > self.shutdown_grace_period_s {
+            return Err(ConfigError {
+                field: "shutdown_grace_period_critical_pods_s",
+                value: self.shutdown_grace_period_critical_pods_s.to_string(),
+                why: "must not exceed shutdown_grace_period_s",
             });
         }
         let n = &self.node_lifecycle;

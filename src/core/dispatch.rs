@@ -17,6 +17,7 @@ use super::command::{Command, EventType, KubeEvent, ObjectRef};
 use super::config::PodSource;
 use super::merge::SortedCursor;
 use super::node::Node;
+use super::node_shutdown;
 use super::pod;
 use super::pod_status::qos::pod_qos_class;
 use super::pod_workers::{Cx, PodWorkerState};
@@ -125,8 +126,8 @@ impl Node {
     pub(super) fn handle_pod_addition(&mut self, p: &Arc<Pod>, now: Time, out: &mut Vec<Command>) {
         let admission = if self.shutting_down {
             Admission::Reject {
-                reason: "NodeShutdown".into(),
-                message: "Pod was rejected as the node is shutting down.".into(),
+                reason: node_shutdown::REJECT_REASON.into(),
+                message: node_shutdown::REJECT_MESSAGE.into(),
             }
         } else if self
             .pod_workers
@@ -243,33 +244,103 @@ impl Node {
         }
     }
 
-    /// Graceful node shutdown: reject new pods and kill every pod with its own grace
-    /// period, marking it Failed/Terminated as the kubelet's shutdown manager does.
+    /// A node shutdown: reject new pods from now on and kill every pod, marking it
+    /// Failed/`Terminated` with the `DisruptionTarget` condition. With
+    /// `shutdown_grace_period_s` set, the kubelet's graceful node shutdown: the non-critical
+    /// pods first, each with at most the non-critical budget, then (once they stopped or
+    /// their budget ran out) the critical pods with at most theirs. Without it, every pod
+    /// with its own grace period. A second shutdown record changes nothing.
     pub(super) fn handle_node_shutdown(&mut self, now: Time, out: &mut Vec<Command>) {
-        self.shutting_down = true;
-        for (_, p) in self.pod_manager.iter() {
-            let mut u = UpdatePod::for_pod(UpdateType::Kill, p.clone());
-            u.start_time = Some(now);
-            u.kill = Some(super::update::KillPodOptions {
-                status_override: Some(Box::new(super::update::PodStatusOverride {
-                    phase: Some("Failed".into()),
-                    reason: Some("Terminated".into()),
-                    message: Some(
-                        "Pod was terminated in response to imminent node shutdown.".into(),
-                    ),
-                    conditions: vec![],
-                })),
-                ..Default::default()
-            });
-            out.push(Command::Append(Event::UpdatePod(u)));
+        if self.shutting_down {
+            return;
         }
+        self.shutting_down = true;
+        let pods: Vec<(Uid, Arc<Pod>)> = self
+            .pod_manager
+            .iter()
+            .map(|(u, p)| (u.clone(), p.clone()))
+            .collect();
+        let Some(budgets) = node_shutdown::Budgets::of(&self.config) else {
+            for (_, p) in &pods {
+                kill_for_shutdown(p, None, now, out);
+            }
+            return;
+        };
+        out.push(Command::RecordEvent(KubeEvent {
+            object: ObjectRef::node(&self.node_status.node_name(&self.config)),
+            event_type: EventType::Normal,
+            reason: node_shutdown::EVENT_REASON.into(),
+            message: node_shutdown::EVENT_MESSAGE.into(),
+        }));
+        let (critical, non_critical): (Vec<_>, Vec<_>) = pods
+            .into_iter()
+            .partition(|(_, p)| node_shutdown::is_critical(p));
+        for (_, p) in &non_critical {
+            let grace_s = node_shutdown::kill_grace_s(p, budgets.non_critical_s);
+            kill_for_shutdown(p, Some(grace_s), now, out);
+        }
+        let until = now.plus_ms(budgets.non_critical_s as u64 * 1_000);
+        if !non_critical.is_empty() {
+            // an empty group is not waited for (the fold's check kills the critical pods now)
+            self.timers.set(TimerKey::NodeShutdownGroup, until, out);
+        }
+        self.shutdown = node_shutdown::Stage::NonCritical {
+            waiting_on: non_critical.into_iter().map(|(u, _)| u).collect(),
+            critical: critical.into_iter().map(|(u, _)| u).collect(),
+            until,
+        };
+    }
+
+    /// The non-critical group of a graceful shutdown is done when all its pods stopped or
+    /// (`budget_over`) its budget ran out: the critical pods are killed then.
+    pub(super) fn advance_node_shutdown(
+        &mut self,
+        budget_over: bool,
+        now: Time,
+        out: &mut Vec<Command>,
+    ) {
+        let node_shutdown::Stage::NonCritical { waiting_on, .. } = &self.shutdown else {
+            return;
+        };
+        let stopped = waiting_on.iter().all(|u| self.pod_stopped(u));
+        if !(budget_over || stopped) {
+            return;
+        }
+        let node_shutdown::Stage::NonCritical { critical, .. } = std::mem::take(&mut self.shutdown)
+        else {
+            return;
+        };
+        self.timers.disarm(&TimerKey::NodeShutdownGroup);
+        let budget_s = node_shutdown::Budgets::of(&self.config).map_or(0, |b| b.critical_s);
+        for uid in &critical {
+            if let Some(p) = self.pod_manager.get(uid) {
+                let grace_s = node_shutdown::kill_grace_s(p, budget_s);
+                kill_for_shutdown(p, Some(grace_s), now, out);
+            }
+        }
+    }
+
+    /// True once the pod cannot have a running container (its worker terminated, or it
+    /// never started one).
+    fn pod_stopped(&self, uid: &Uid) -> bool {
+        self.pod_workers
+            .status(uid)
+            .is_none_or(|s| s.is_terminated() || (!s.is_started() && !s.observed_runtime()))
     }
 
     /// True once no pod can have a running container (every worker is terminated).
     pub fn all_pods_stopped(&self) -> bool {
         self.pod_workers
             .statuses()
-            .all(|(_, s)| s.is_terminated() || (!s.is_started() && !s.observed_runtime()))
+            .all(|(u, _)| self.pod_stopped(u))
+    }
+
+    /// True once the API server has the newest status of every API pod (static pods,
+    /// whose status goes to a mirror pod that may not exist, are not waited for).
+    pub fn api_statuses_synced(&self) -> bool {
+        self.statuses.iter().all(|(u, v)| {
+            v.unsynced_since.is_none() || self.pod_manager.get(u).is_none_or(|p| pod::is_static(p))
+        })
     }
 
     /// The housekeeping tick: re-arm it and, once sources are ready, reconcile the workers.
@@ -426,4 +497,17 @@ impl Node {
             )));
         }
     }
+}
+
+/// Appends the kill of a pod by the node shutdown: `grace_s` overrides its grace period
+/// when set, and its status ends as [`node_shutdown::status_override`] says.
+fn kill_for_shutdown(p: &Arc<Pod>, grace_s: Option<i64>, now: Time, out: &mut Vec<Command>) {
+    let mut u = UpdatePod::for_pod(UpdateType::Kill, p.clone());
+    u.start_time = Some(now);
+    u.kill = Some(super::update::KillPodOptions {
+        grace_period_override_s: grace_s,
+        status_override: Some(Box::new(node_shutdown::status_override())),
+        ..Default::default()
+    });
+    out.push(Command::Append(Event::UpdatePod(u)));
 }

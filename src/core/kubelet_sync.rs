@@ -118,7 +118,12 @@ fn hold(status: &mut PodStatus, (reason, message): (&str, &str)) {
 
 /// Applies a kill's status override (the kubelet's `PodStatusFunc`).
 fn apply_override(status: &mut PodStatus, o: &PodStatusOverride) {
-    if let Some(phase) = &o.phase {
+    let succeeded = status.phase.as_deref() == Some("Succeeded");
+    if let Some(phase) = o
+        .phase
+        .as_ref()
+        .filter(|_| !(o.keep_succeeded && succeeded))
+    {
         status.phase = Some(phase.clone());
     }
     if let Some(reason) = &o.reason {

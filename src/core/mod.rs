@@ -23,6 +23,7 @@ pub mod kubelet_sync;
 pub mod merge;
 pub mod mirror;
 pub mod node;
+pub mod node_shutdown;
 pub mod node_status;
 pub mod plan;
 pub mod pod;

@@ -57,6 +57,9 @@ pub struct Node {
     /// The node is shutting down: new pods are rejected.
     #[serde(default)]
     pub shutting_down: bool,
+    /// Where a graceful node shutdown is (`core::node_shutdown`).
+    #[serde(default)]
+    pub shutdown: super::node_shutdown::Stage,
     /// The Node as the API server last showed it (labels and taints admission reads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_node: Option<crate::core::record::event::NodeObserved>,
@@ -131,6 +134,9 @@ impl Node {
         self.statuses.clear_recorded();
         let from = out.len();
         self.fold_event(record, out);
+        if self.shutdown != super::node_shutdown::Stage::Idle {
+            self.advance_node_shutdown(false, record.at, out);
+        }
         // the kubelet's sync methods: statuses and runtime plans for the syncs just issued
         self.prepare_syncs(from, out, record.at);
         // the status manager's channel: new statuses go to the API server now
@@ -223,6 +229,7 @@ impl Node {
                     TimerKey::NodeStatusUpdate | TimerKey::LeaseRenew | TimerKey::NodeRegister => {
                         self.node_status.on_timer(ncx!(self, now, out), &t.key)
                     }
+                    TimerKey::NodeShutdownGroup => self.advance_node_shutdown(true, now, out),
                     TimerKey::KillDeadline { uid, request } => {
                         self.pod_workers
                             .on_kill_deadline(cx!(self, record, out), uid, *request);

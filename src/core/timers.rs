@@ -61,6 +61,9 @@ pub enum TimerKey {
         /// The pod.
         uid: Uid,
     },
+    /// The non-critical group's budget of a graceful node shutdown ends: the critical pods
+    /// are killed then, if they were not already (`core::node_shutdown`).
+    NodeShutdownGroup,
 }
 
 /// An armed timer.

@@ -47,6 +47,10 @@ pub struct PodStatusOverride {
     /// New phase (e.g. `Failed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// `phase` does not replace a `Succeeded` phase (the node shutdown's "set the pod
+    /// status to failed, unless it was already in a successful terminal phase").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_succeeded: bool,
     /// New reason (e.g. `Evicted`, `DeadlineExceeded`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

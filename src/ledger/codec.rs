@@ -579,6 +579,7 @@ mod tests {
             TimerKey::NodeStatusUpdate,
             TimerKey::LeaseRenew,
             TimerKey::NodeRegister,
+            TimerKey::NodeShutdownGroup,
             TimerKey::KillDeadline {
                 uid: uid(),
                 request: 3,

@@ -187,6 +187,7 @@ fn timer_fired(c: &mut Cursor<'_>) -> Option<Event> {
         ("node_status_update", None) => TimerKey::NodeStatusUpdate,
         ("lease_renew", None) => TimerKey::LeaseRenew,
         ("node_register", None) => TimerKey::NodeRegister,
+        ("node_shutdown_group", None) => TimerKey::NodeShutdownGroup,
         _ => return None,
     };
     *c = k;

@@ -107,7 +107,8 @@ fn own_heap_bytes(r: &Record) -> usize {
             | TimerKey::StatusSync
             | TimerKey::NodeStatusUpdate
             | TimerKey::LeaseRenew
-            | TimerKey::NodeRegister => 0,
+            | TimerKey::NodeRegister
+            | TimerKey::NodeShutdownGroup => 0,
         },
         Event::SyncKnownPods(s) => s.desired.as_ref().map_or(0, |d| {
             d.len() * size_of::<crate::core::uid::Uid>() + d.iter().map(uid).sum::<usize>()

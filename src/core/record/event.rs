@@ -662,7 +662,8 @@ impl Event {
                 | TimerKey::StatusSync
                 | TimerKey::NodeStatusUpdate
                 | TimerKey::LeaseRenew
-                | TimerKey::NodeRegister => None,
+                | TimerKey::NodeRegister
+                | TimerKey::NodeShutdownGroup => None,
             },
             Event::KillCompleted(e) => Some(UidRef::Uid(&e.uid)),
             Event::PodRejected(e) => Some(UidRef::Uid(&e.uid)),
