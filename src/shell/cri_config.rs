@@ -504,3 +504,44 @@ fn mounts(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mount(v: serde_json::Value) -> k8s_openapi::api::core::v1::VolumeMount {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<v1::KeyValue> {
+        pairs
+            .iter()
+            .map(|(k, v)| v1::KeyValue {
+                key: k.to_string(),
+                value: v.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sub_path_expr_expands_the_containers_env_and_names_unset_or_empty_variables() {
+        let m = mount(serde_json::json!({"name": "v", "mountPath": "/m",
+            "subPathExpr": "logs/$(POD)/$(C)"}));
+        let vars = env(&[("POD", "web-0"), ("C", "main"), ("EMPTY", "")]);
+        assert_eq!(
+            sub_path(&m, &vars).unwrap(),
+            ("subPathExpr", "logs/web-0/main".to_string())
+        );
+        let m = mount(serde_json::json!({"name": "v", "mountPath": "/m",
+            "subPathExpr": "$(NOPE)/$(EMPTY)/$(POD)"}));
+        assert_eq!(
+            sub_path(&m, &vars).unwrap_err(),
+            "missing value for EMPTY, NOPE"
+        );
+        let m = mount(serde_json::json!({"name": "v", "mountPath": "/m", "subPath": "a/$(POD)"}));
+        assert_eq!(
+            sub_path(&m, &vars).unwrap(),
+            ("subPath", "a/$(POD)".to_string())
+        );
+    }
+}
