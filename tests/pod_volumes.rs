@@ -209,7 +209,7 @@ fn a_missing_configmap_keeps_the_pod_creating_with_failed_mount_until_it_exists(
 /// VO-02, VO-04, VO-06, VO-07, VO-08: every file source with `items`, `defaultMode` and
 /// `mode` (0644 by default, Secrets too), an absent optional ConfigMap as an empty volume, a
 /// projected volume of all four sources, `subPathExpr` from the container's env, a
-/// `medium: Memory` emptyDir sized by `sizeLimit`; the Secret's value and the token never
+/// `medium: Memory` emptyDir sized by `sizeLimit` and a hostPath, in one pod; the Secret's value and the token never
 /// reach the node's ledger or log.
 #[test]
 fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_of_the_ledger() {
@@ -225,6 +225,7 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
         &admin,
         serde_json::json!({"metadata": {"name": "vol-cfg"}, "data": {"a": "A", "b": "B"}}),
     );
+    let host_dir = c.dir.join("host-path-volume");
     let volumes = serde_json::json!([
         {"name": "sec", "secret": {"secretName": "vol-creds"}},
         {"name": "secmode", "secret": {"secretName": "vol-creds", "defaultMode": 0o400,
@@ -240,7 +241,8 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
             {"secret": {"name": "vol-creds", "items": [{"key": "password", "path": "pw"}]}},
             {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
             {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}},
-        {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}
+        {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        {"name": "host", "hostPath": {"path": host_dir, "type": "DirectoryOrCreate"}}
     ]);
     let mounts = serde_json::json!([
         {"name": "sec", "mountPath": "/sec"},
@@ -250,6 +252,7 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
         {"name": "dapi", "mountPath": "/dapi"},
         {"name": "proj", "mountPath": "/proj"},
         {"name": "mem", "mountPath": "/mem"},
+        {"name": "host", "mountPath": "/host"},
         {"name": "out", "mountPath": "/named", "subPathExpr": "$(POD_NAME)"}
     ]);
     let env = serde_json::json!([
@@ -262,7 +265,7 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
          cat /sec/password > /out/password; cat /proj/pw > /out/proj-pw; \
          cat /proj/token > /out/token; cat /cfgitems/x/a /proj/b /proj/ns /dapi/name > /out/text; \
          ls -A /optcm | grep -v '^\\.\\.' | wc -l > /out/optcm; \
-         df -k /mem | tail -1 | awk '{{print $2}}' > /out/mem; echo hi > /named/hello; \
+         df -k /mem | tail -1 | awk '{{print $2}}' > /out/mem; echo hi > /named/hello; echo there > /host/file; \
          touch /out/done; sleep 3600"
     );
     let p = pod_with_volumes("vol-files", &script, volumes, mounts, env);
@@ -287,6 +290,11 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
         read("vol-files/hello"),
         "hi\n",
         "subPathExpr names the subdirectory"
+    );
+    let on_host = std::fs::read_to_string(host_dir.join("file")).unwrap();
+    assert_eq!(
+        on_host, "there\n",
+        "the hostPath volume is the node's directory"
     );
     let token = read("token");
     assert!(token.len() > 20, "{token}");
