@@ -209,7 +209,8 @@ fn a_missing_configmap_keeps_the_pod_creating_with_failed_mount_until_it_exists(
 /// VO-02, VO-04, VO-06, VO-07, VO-08: every file source with `items`, `defaultMode` and
 /// `mode` (0644 by default, Secrets too), an absent optional ConfigMap as an empty volume, a
 /// projected volume of all four sources, `subPathExpr` from the container's env, a
-/// `medium: Memory` emptyDir sized by `sizeLimit` and a hostPath, in one pod; the Secret's value and the token never
+/// `medium: Memory` emptyDir sized by `sizeLimit` (capped by the pod's memory limit) and a
+/// hostPath, in one pod; the Secret's value and the token never
 /// reach the node's ledger or log.
 #[test]
 fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_of_the_ledger() {
@@ -242,6 +243,7 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
             {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
             {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}},
         {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        {"name": "memcap", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
         {"name": "host", "hostPath": {"path": host_dir, "type": "DirectoryOrCreate"}}
     ]);
     let mounts = serde_json::json!([
@@ -252,6 +254,7 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
         {"name": "dapi", "mountPath": "/dapi"},
         {"name": "proj", "mountPath": "/proj"},
         {"name": "mem", "mountPath": "/mem"},
+        {"name": "memcap", "mountPath": "/memcap"},
         {"name": "host", "mountPath": "/host"},
         {"name": "out", "mountPath": "/named", "subPathExpr": "$(POD_NAME)"}
     ]);
@@ -265,10 +268,13 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
          cat /sec/password > /out/password; cat /proj/pw > /out/proj-pw; \
          cat /proj/token > /out/token; cat /cfgitems/x/a /proj/b /proj/ns /dapi/name > /out/text; \
          ls -A /optcm | grep -v '^\\.\\.' | wc -l > /out/optcm; \
-         df -k /mem | tail -1 | awk '{{print $2}}' > /out/mem; echo hi > /named/hello; echo there > /host/file; \
+         df -k /mem | tail -1 | awk '{{print $2}}' > /out/mem; \
+         df -k /memcap | tail -1 | awk '{{print $2}}' > /out/memcap; echo hi > /named/hello; echo there > /host/file; \
          touch /out/done; sleep 3600"
     );
-    let p = pod_with_volumes("vol-files", &script, volumes, mounts, env);
+    let mut p = pod_with_volumes("vol-files", &script, volumes, mounts, env);
+    p.spec.as_mut().unwrap().containers[0].resources =
+        Some(serde_json::from_value(serde_json::json!({"limits": {"memory": "64Mi"}})).unwrap());
     admin
         .run(admin.api::<Pod>(NS).create(&PostParams::default(), &p))
         .unwrap();
@@ -286,6 +292,11 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
     assert_eq!(read("text"), "ABdefaultvol-files");
     assert_eq!(read("optcm").trim(), "0");
     assert_eq!(read("mem").trim(), "16384", "the tmpfs is sizeLimit");
+    assert_eq!(
+        read("memcap").trim(),
+        "65536",
+        "the tmpfs is the pod's memory limit"
+    );
     assert_eq!(
         read("vol-files/hello"),
         "hi\n",
