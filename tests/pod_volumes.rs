@@ -95,25 +95,34 @@ fn read_when_there(admin: &Kube, file: &Path, secs: u64) -> String {
     })
 }
 
-/// VO-01, VO-03, VO-06: a ConfigMap change reaches the mounted file within the sync period
+/// VO-01, VO-03, VO-06: a ConfigMap and a Secret change reach the mounted files within the
+/// sync period
 /// (the `..data` symlink swapped to a new payload directory), while a `subPath` mount of the
 /// same key keeps the content it started with.
 #[test]
-fn a_configmap_update_reaches_the_volume_within_the_sync_period_but_not_a_subpath_mount() {
+fn configmap_and_secret_updates_reach_the_volume_within_the_sync_period_but_not_a_subpath() {
     let Some(c) = cluster() else { return };
     let admin = c.admin();
     create::<ConfigMap>(
         &admin,
         serde_json::json!({"metadata": {"name": "live"}, "data": {"greeting": "v1"}}),
     );
-    let script = "while true; do { cat /cfg/greeting; echo; cat /sub/greeting; echo; } \
-                  > /out/seen.tmp; mv /out/seen.tmp /out/seen; sleep 0.2; done";
+    create::<Secret>(
+        &admin,
+        serde_json::json!({"metadata": {"name": "live-creds"}, "stringData": {"key": "k-one"}}),
+    );
+    let script = "while true; do { cat /cfg/greeting; echo; cat /sub/greeting; echo; \
+                  cat /sec/key; echo; } > /out/seen.tmp; mv /out/seen.tmp /out/seen; sleep 0.2; done";
     let p = pod_with_volumes(
         "live-reader",
         script,
-        serde_json::json!([{"name": "cfg", "configMap": {"name": "live"}}]),
+        serde_json::json!([
+            {"name": "cfg", "configMap": {"name": "live"}},
+            {"name": "sec", "secret": {"secretName": "live-creds"}}
+        ]),
         serde_json::json!([
             {"name": "cfg", "mountPath": "/cfg"},
+            {"name": "sec", "mountPath": "/sec"},
             {"name": "cfg", "mountPath": "/sub/greeting", "subPath": "greeting"}
         ]),
         serde_json::json!([]),
@@ -124,7 +133,7 @@ fn a_configmap_update_reaches_the_volume_within_the_sync_period_but_not_a_subpat
     let (p, out) = running_with_out(c, &admin, "live-reader");
     let seen = out.join("seen");
     admin.wait_for("v1 in both mounts", 30, |_| {
-        (std::fs::read_to_string(&seen).ok()? == "v1\nv1\n").then_some(())
+        (std::fs::read_to_string(&seen).ok()? == "v1\nv1\nk-one\n").then_some(())
     });
     let uid = p.metadata.uid.unwrap();
     let vol = volume_dir(&c.dir, &uid, "kubernetes.io~configmap", "cfg").unwrap();
@@ -138,16 +147,27 @@ fn a_configmap_update_reaches_the_volume_within_the_sync_period_but_not_a_subpat
     admin
         .run(configmaps.patch("live", &PatchParams::default(), &Patch::Merge(&patch)))
         .unwrap();
+    let secrets = admin.api::<Secret>(NS);
+    let patch = serde_json::json!({"stringData": {"key": "k-two"}});
+    admin
+        .run(secrets.patch("live-creds", &PatchParams::default(), &Patch::Merge(&patch)))
+        .unwrap();
     // the sync period, plus the jitter and time for a GET and a write
     let bound = SYNC_FREQUENCY_MS / 1000 * 3 + 10;
-    admin.wait_for("v2 in the volume, v1 in the subPath mount", bound, |_| {
-        let text = std::fs::read_to_string(&seen).ok()?;
-        assert!(
-            text.ends_with("v1\n"),
-            "the subPath mount changed: {text:?}"
-        );
-        (text == "v2\nv1\n").then_some(())
-    });
+    admin.wait_for(
+        "v2 and k-two in the volumes, v1 in the subPath mount",
+        bound,
+        |_| {
+            let text = std::fs::read_to_string(&seen).ok()?;
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(
+                lines.get(1),
+                Some(&"v1"),
+                "the subPath mount changed: {text:?}"
+            );
+            (text == "v2\nv1\nk-two\n").then_some(())
+        },
+    );
     let data_after = std::fs::read_link(vol.join("..data")).unwrap();
     assert_ne!(data_before, data_after, "..data was not swapped");
     assert!(!vol.join(&data_before).exists(), "the old payload is kept");
