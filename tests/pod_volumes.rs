@@ -338,3 +338,43 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
         assert!(!log.contains(value), "{what} is in the agent log");
     }
 }
+
+/// VO-02: once a pod's volumes are set up, deleting its ConfigMap does not stop its
+/// container from restarting (the kubelet keeps a mounted volume mounted when a remount
+/// fails); the restarted container reads the files it had.
+#[test]
+fn a_deleted_configmap_keeps_its_files_and_the_container_restarts() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    create::<ConfigMap>(
+        &admin,
+        serde_json::json!({"metadata": {"name": "short-lived"}, "data": {"k": "kept"}}),
+    );
+    let mut p = pod_with_volumes(
+        "restarts-without-cfg",
+        "cat /cfg/k >> /out/seen; echo >> /out/seen; sleep 1; exit 1",
+        serde_json::json!([{"name": "cfg", "configMap": {"name": "short-lived"}}]),
+        serde_json::json!([{"name": "cfg", "mountPath": "/cfg"}]),
+        serde_json::json!([]),
+    );
+    p.spec.as_mut().unwrap().restart_policy = Some("Always".into());
+    let pods = admin.api::<Pod>(NS);
+    admin.run(pods.create(&PostParams::default(), &p)).unwrap();
+    let (_, out) = running_with_out(c, &admin, "restarts-without-cfg");
+    read_when_there(&admin, &out.join("seen"), 30);
+    admin
+        .run(
+            admin
+                .api::<ConfigMap>(NS)
+                .delete("short-lived", &Default::default()),
+        )
+        .unwrap();
+    let seen = |_: &Kube| std::fs::read_to_string(out.join("seen")).unwrap_or_default();
+    let before = seen(&admin).lines().count();
+    // the next start after the deletion (CrashLoopBackOff: 10 s, then 20 s)
+    let text = admin.wait_for("a start after the deletion", 90, |k| {
+        let text = seen(k);
+        (text.lines().count() > before + 1).then_some(text)
+    });
+    assert!(text.lines().all(|l| l == "kept"), "{text:?}");
+}

@@ -583,13 +583,28 @@ impl Projector {
 
     /// Writes every volume of the pod this module owns and, once they are all written,
     /// remembers the pod for the periodic refresh. Returns their host paths by volume name.
+    ///
+    /// A pod whose volumes were all written before keeps them as they are when a rewrite
+    /// fails (its ConfigMap deleted, say): the kubelet's volume manager keeps a mounted volume
+    /// mounted when a remount fails, so its containers still restart.
     pub async fn prepare(&self, p: &Pod) -> Result<super::volumes::VolumePaths, MountError> {
-        let paths = self.write_pod(p, false).await?;
+        let uid = pod::uid_str(p).to_string();
+        let paths = match self.write_pod(p, false).await {
+            Ok(paths) => paths,
+            Err(e) if self.lock().pods.contains_key(&uid) => {
+                tracing::warn!(error = %e, "cannot rewrite the pod's volumes; they keep their files");
+                let volumes = p.spec.as_ref().and_then(|s| s.volumes.as_deref());
+                let written = volumes.into_iter().flatten().filter_map(|v| {
+                    volume_path(&self.pods_dir, &uid, v).map(|dir| (v.name.clone(), dir))
+                });
+                return Ok(written.collect());
+            }
+            Err(e) => return Err(e),
+        };
         if paths.is_empty() {
             return Ok(paths);
         }
         let mut st = self.lock();
-        let uid = pod::uid_str(p).to_string();
         if !st.pods.contains_key(&uid) && st.pods.len() >= MAX_PODS {
             st.pods.pop_first();
         }
@@ -1257,5 +1272,13 @@ mod tests {
             serde_json::json!({"name": "cfg", "configMap": {"name": "missing", "optional": true}}),
         );
         proj.prepare(&p3).await.unwrap();
+        // a pod prepared before keeps its files when a rewrite fails (its object gone)
+        let p3_gone = api_pod(
+            "u3",
+            serde_json::json!({"name": "cfg", "configMap": {"name": "missing"}}),
+        );
+        let kept = proj.prepare(&p3_gone).await.unwrap();
+        assert!(kept["cfg"].ends_with("u3/volumes/kubernetes.io~configmap/cfg"));
+        assert!(kept["kube-api-access-abcde"].join("namespace").exists());
     }
 }
