@@ -528,7 +528,8 @@ impl Daemon {
             redactor.clone(),
             opts.root_dir.join("pods"),
         )
-        .on_node(&opts.node_name);
+        .on_node(&opts.node_name)
+        .with_refresh_period(Duration::from_millis(opts.core.resync_interval_ms));
         executor = executor.with_projector(projector.clone());
         tokio::spawn(projector.run());
         let daemon = Daemon {

@@ -2,8 +2,9 @@
 //! plane: the Node authorizer lets the node read the Secret only for that pod)
 //! takes an env var from a Secret through `secretKeyRef`; one container proves it received
 //! the value, another leaks it the way real workloads do (a `$(VAR)` in its command that the
-//! runtime's start error repeats). The value must appear in none of `/debug/ledger`, an
-//! export, the ledger stream or the durable segments, while `[redacted]` shows where it was.
+//! runtime's start error repeats), and a `secret` volume holds another key of the Secret.
+//! Neither value may appear in `/debug/ledger`, an export, the ledger stream or the durable
+//! segments, while `[redacted]` shows where the env value was.
 
 mod support;
 
@@ -18,10 +19,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
 use kube::api::PostParams;
 use support::agent::cli;
+use support::on_containerd::volume_dir;
 use support::real_cluster::RealCluster;
 
 const NODE: &str = "secrets-node";
 const SECRET: &str = "s3cr3t-Value-42";
+/// A second key of the Secret, which reaches the pod only through a `secret` volume.
+const SECRET_FILE: &str = "s3cr3t-File-43";
 
 fn read_all(path: &Path) -> String {
     let mut s = String::new();
@@ -41,7 +45,7 @@ fn read_all_segments(dir: &Path) -> String {
 }
 
 #[test]
-fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_segments() {
+fn secret_values_in_env_or_a_volume_never_appear_in_the_ledger_an_export_the_stream_or_segments() {
     let Some(c) = RealCluster::shared() else {
         return;
     };
@@ -52,10 +56,13 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
             namespace: Some("default".into()),
             ..ObjectMeta::default()
         },
-        data: Some(BTreeMap::from([(
-            "token".to_string(),
-            ByteString(SECRET.as_bytes().to_vec()),
-        )])),
+        data: Some(BTreeMap::from([
+            ("token".to_string(), ByteString(SECRET.as_bytes().to_vec())),
+            (
+                "file".to_string(),
+                ByteString(SECRET_FILE.as_bytes().to_vec()),
+            ),
+        ])),
         ..Secret::default()
     };
     // the node may read it only once a pod bound to it refers to it (Node authorizer)
@@ -112,6 +119,12 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
                     ..Container::default()
                 },
             ],
+            // written by the node whether or not a container mounts it
+            volumes: Some(vec![serde_json::from_value(serde_json::json!({
+                "name": "db-file",
+                "secret": {"secretName": "db", "items": [{"key": "file", "path": "file"}]}
+            }))
+            .unwrap()]),
             ..PodSpec::default()
         }),
         status: Some(PodStatus::default()),
@@ -126,6 +139,13 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
             .ok()
             .filter(|s| s.trim() == SECRET)
     });
+    // … the volume holds the other key …
+    let uid = admin.run(pods.get("app")).unwrap().metadata.uid.unwrap();
+    agent.wait_for("the secret volume's file", 60, |_| {
+        let dir = volume_dir(agent.root.path(), &uid, "kubernetes.io~secret", "db-file")?;
+        let text = std::fs::read_to_string(dir.join("file")).ok()?;
+        (text == SECRET_FILE).then_some(())
+    });
     // … and the start error that would have carried it was recorded, redacted
     agent.wait_for(
         "the leaking container's start error in the ledger",
@@ -137,7 +157,9 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
         },
     );
     let debug = agent.ledger_text();
-    assert!(!debug.contains(SECRET), "/debug/ledger carries the secret");
+    for secret in [SECRET, SECRET_FILE] {
+        assert!(!debug.contains(secret), "/debug/ledger carries {secret}");
+    }
 
     let export = agent.root.path().join("export.ndjson.gz");
     let o = cli(&[
@@ -151,7 +173,9 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = read_all(&export);
     assert!(text.contains("[redacted]"));
-    assert!(!text.contains(SECRET), "the export carries the secret");
+    for secret in [SECRET, SECRET_FILE] {
+        assert!(!text.contains(secret), "the export carries {secret}");
+    }
 
     let o = cli(&[
         "ledger",
@@ -162,7 +186,9 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("[redacted]"));
-    assert!(!text.contains(SECRET), "the stream carries the secret");
+    for secret in [SECRET, SECRET_FILE] {
+        assert!(!text.contains(secret), "the stream carries {secret}");
+    }
 
     // the durable segments, once everything so far is on disk
     let last = agent.state().last_seq;
@@ -172,13 +198,13 @@ fn a_secret_valued_env_var_never_appears_in_the_ledger_an_export_the_stream_or_s
     });
     let text = read_all_segments(&ledger_dir);
     assert!(text.contains("[redacted]"));
-    assert!(
-        !text.contains(SECRET),
-        "a durable segment carries the secret"
-    );
+    for secret in [SECRET, SECRET_FILE] {
+        assert!(!text.contains(secret), "a durable segment carries {secret}");
+    }
 
     // the API status carries no clear value either (it is generated from the ledger)
     let status = serde_json::to_string(&admin.run(pods.get("app")).unwrap().status).unwrap();
     assert!(!status.contains(SECRET), "{status}");
+    assert!(!status.contains(SECRET_FILE), "{status}");
     let _ = admin.run(pods.delete("app", &Default::default()));
 }

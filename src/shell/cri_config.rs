@@ -375,6 +375,7 @@ pub fn container_config(
         .into(),
     );
     let image = c.image.clone().unwrap_or_default();
+    let mounts = mounts(p, c, volumes, &envs)?;
     Ok(v1::ContainerConfig {
         metadata: Some(v1::ContainerMetadata {
             name: c.name.clone(),
@@ -389,7 +390,7 @@ pub fn container_config(
         args,
         working_dir: c.working_dir.clone().unwrap_or_default(),
         envs,
-        mounts: mounts(p, c, volumes)?,
+        mounts,
         labels,
         annotations,
         log_path: container_log_path(&c.name, start.restart_count),
@@ -401,12 +402,45 @@ pub fn container_config(
     })
 }
 
+/// The mount's `subPath`, or its `subPathExpr` with `$(VAR)` expanded from the container's
+/// environment (`ExpandContainerVolumeMounts`: a variable that is unset or empty is an error
+/// naming it), with the field it came from.
+fn sub_path(
+    m: &k8s_openapi::api::core::v1::VolumeMount,
+    envs: &[v1::KeyValue],
+) -> Result<(&'static str, String), String> {
+    let Some(expr) = m.sub_path_expr.as_deref().filter(|s| !s.is_empty()) else {
+        let sub = m.sub_path.clone().unwrap_or_default();
+        return Ok(("subPath", sub));
+    };
+    let vars: HashMap<&str, &str> = envs
+        .iter()
+        .map(|kv| (kv.key.as_str(), kv.value.as_str()))
+        .collect();
+    let missing = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let expanded = env::expansion::expand(expr, |k| {
+        let v = vars.get(k).copied().filter(|v| !v.is_empty());
+        if v.is_none() {
+            missing.borrow_mut().insert(k.to_string());
+        }
+        Some(v.unwrap_or(""))
+    });
+    let missing = missing.into_inner();
+    if !missing.is_empty() {
+        let names: Vec<String> = missing.into_iter().collect();
+        return Err(format!("missing value for {}", names.join(", ")));
+    }
+    Ok(("subPathExpr", expanded))
+}
+
 /// The container's `volumeMounts` as CRI mounts of the prepared volumes' host paths
-/// (`subPath` joined, never escaping the volume).
+/// (`subPath`, or `subPathExpr` expanded with the container's `envs`, joined, never escaping
+/// the volume, and created as a directory when missing, as the kubelet's `makeMounts`).
 fn mounts(
     p: &Pod,
     c: &Container,
     volumes: &super::volumes::VolumePaths,
+    envs: &[v1::KeyValue],
 ) -> Result<Vec<v1::Mount>, ConfigError> {
     let defined = p
         .spec
@@ -429,20 +463,47 @@ fn mounts(
             )));
         };
         let mut host = host.clone();
-        if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-            let rel = Path::new(sub);
+        let (field, sub) = sub_path(m, envs).map_err(|e| {
+            ConfigError(format!(
+                "container {}: volumeMounts[{i}].subPathExpr: {e}",
+                c.name
+            ))
+        })?;
+        if !sub.is_empty() {
+            let rel = Path::new(&sub);
             if rel.is_absolute()
                 || rel
                     .components()
                     .any(|c| matches!(c, std::path::Component::ParentDir))
             {
                 return Err(ConfigError(format!(
-                    "container {}: volumeMounts[{i}].subPath: {sub:?} must be a relative path \
+                    "container {}: volumeMounts[{i}].{field}: {sub:?} must be a relative path \
                      without '..'",
                     c.name
                 )));
             }
+            let volume_dir = host.clone();
             host = host.join(rel);
+            // the kubelet creates a missing subPath as a directory with the volume's mode
+            if std::fs::symlink_metadata(&host).is_err() {
+                let mode = std::fs::metadata(&volume_dir).map_or(0o755, |m| {
+                    std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
+                });
+                std::fs::create_dir_all(&host)
+                    .and_then(|()| {
+                        std::fs::set_permissions(
+                            &host,
+                            std::os::unix::fs::PermissionsExt::from_mode(mode),
+                        )
+                    })
+                    .map_err(|e| {
+                        ConfigError(format!(
+                            "container {}: volumeMounts[{i}].{field}: cannot create {}: {e}",
+                            c.name,
+                            host.display()
+                        ))
+                    })?;
+            }
         }
         out.push(v1::Mount {
             container_path: m.mount_path.clone(),
@@ -452,4 +513,45 @@ fn mounts(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mount(v: serde_json::Value) -> k8s_openapi::api::core::v1::VolumeMount {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<v1::KeyValue> {
+        pairs
+            .iter()
+            .map(|(k, v)| v1::KeyValue {
+                key: k.to_string(),
+                value: v.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sub_path_expr_expands_the_containers_env_and_names_unset_or_empty_variables() {
+        let m = mount(serde_json::json!({"name": "v", "mountPath": "/m",
+            "subPathExpr": "logs/$(POD)/$(C)"}));
+        let vars = env(&[("POD", "web-0"), ("C", "main"), ("EMPTY", "")]);
+        assert_eq!(
+            sub_path(&m, &vars).unwrap(),
+            ("subPathExpr", "logs/web-0/main".to_string())
+        );
+        let m = mount(serde_json::json!({"name": "v", "mountPath": "/m",
+            "subPathExpr": "$(NOPE)/$(EMPTY)/$(POD)"}));
+        assert_eq!(
+            sub_path(&m, &vars).unwrap_err(),
+            "missing value for EMPTY, NOPE"
+        );
+        let m = mount(serde_json::json!({"name": "v", "mountPath": "/m", "subPath": "a/$(POD)"}));
+        assert_eq!(
+            sub_path(&m, &vars).unwrap(),
+            ("subPath", "a/$(POD)".to_string())
+        );
+    }
 }

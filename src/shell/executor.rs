@@ -298,6 +298,27 @@ impl Executor {
         for id in &plan.remove_containers {
             self.remove_container(step, id).await;
         }
+        // the pod's volumes before its sandbox and containers (kubelet SyncPod's
+        // WaitForAttachAndMount): a projected, configMap, secret or downwardAPI volume that
+        // cannot be written is the kubelet's FailedMount warning, and nothing is created; an
+        // emptyDir or hostPath failure fails each start with CreateContainerConfigError
+        let starts_nothing =
+            plan.start_ephemeral.is_empty() && plan.start_init.is_empty() && plan.start.is_empty();
+        let volumes = if starts_nothing {
+            Ok(Default::default())
+        } else {
+            match self.projector.prepare(p).await {
+                Ok(_) => super::volumes::prepare(&self.ctx.pods_dir, p),
+                Err(e) => {
+                    let action = RuntimeAction::PodConfigWarning {
+                        reason: "FailedMount".into(),
+                        message: e.event_message(),
+                    };
+                    step.report(action, ok(None, None), Instant::now()).await;
+                    return SyncOutcome::Failed { message: e.detail };
+                }
+            }
+        };
         // 3. the sandbox
         let mut sandbox_id = plan.sandbox_id.clone();
         let mut attempt = cmd
@@ -307,9 +328,7 @@ impl Executor {
             .find(|s| s.id == sandbox_id)
             .map_or(0, |s| s.attempt);
         let mut pod_ip = cmd.runtime.ips.first().cloned().unwrap_or_default();
-        let starts = !(plan.start_ephemeral.is_empty()
-            && plan.start_init.is_empty()
-            && plan.start.is_empty());
+        let starts = !starts_nothing;
         if let Some(a) = plan.create_sandbox {
             attempt = a;
         }
@@ -362,16 +381,6 @@ impl Executor {
                 return SyncOutcome::Failed {
                     message: format!("GeneratePodSandboxConfig failed: {e}"),
                 }
-            }
-        };
-        // the pod's volumes, before any container starts (kubelet WaitForAttachAndMount); a
-        // failure fails each start with CreateContainerConfigError naming the volume
-        let volumes = if !starts {
-            Ok(Default::default())
-        } else {
-            match self.projector.prepare(p).await {
-                Ok(_) => super::volumes::prepare(&self.ctx.pods_dir, p),
-                Err(e) => Err(e),
             }
         };
         // the pod's pull credentials (kubelet getPullSecretsForPod)

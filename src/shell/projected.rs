@@ -48,8 +48,10 @@ pub const DEFAULT_TOKEN_EXPIRATION_S: i64 = 3600;
 pub const MAX_TOKENS: usize = 4096;
 /// Pods whose volumes are kept fresh at most.
 pub const MAX_PODS: usize = 1024;
-/// How often the volumes of prepared pods are rewritten (tokens refreshed when due).
-pub const REFRESH_PERIOD: Duration = Duration::from_secs(60);
+/// How often the volumes of prepared pods are rewritten by default (tokens refreshed when
+/// due): the kubelet rewrites them on each periodic pod sync (`--sync-frequency`, 1 min); the
+/// daemon passes `--sync-frequency-ms` through [`Projector::with_refresh_period`].
+pub const DEFAULT_REFRESH_PERIOD: Duration = Duration::from_secs(60);
 /// A token older than this is refreshed whatever its lifetime (the token manager's maxTTL).
 pub const MAX_TOKEN_AGE: Duration = Duration::from_secs(24 * 3600);
 /// The symlink to the current payload directory.
@@ -73,6 +75,34 @@ pub fn volume_path(pods_dir: &Path, uid: &str, v: &Volume) -> Option<PathBuf> {
     let plugin = plugin_of(v)?;
     let volumes = pods_dir.join(uid).join("volumes");
     Some(volumes.join(plugin).join(&v.name))
+}
+
+/// Why a volume could not be set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountError {
+    /// The volume's name.
+    pub volume: String,
+    /// The plugin's error as the kubelet words it (`configmap "cfg" not found`); never a
+    /// value.
+    pub cause: String,
+    /// The error naming the pod, the volume, the field and the cause.
+    pub detail: String,
+}
+
+impl MountError {
+    /// The message of the kubelet's `FailedMount` event for this error.
+    pub fn event_message(&self) -> String {
+        format!(
+            "MountVolume.SetUp failed for volume {:?} : {}",
+            self.volume, self.cause
+        )
+    }
+}
+
+impl std::fmt::Display for MountError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
 }
 
 /// One file of a payload. Its `Debug` never shows the data.
@@ -426,6 +456,8 @@ pub struct Projector {
     pods_dir: PathBuf,
     /// The node whose allocatable an unset limit is (empty: not known).
     node_name: String,
+    /// How often [`Projector::run`] rewrites the volumes.
+    refresh_period: Duration,
     state: Arc<Mutex<State>>,
 }
 
@@ -508,6 +540,7 @@ impl Projector {
             redactor,
             pods_dir,
             node_name: String::new(),
+            refresh_period: DEFAULT_REFRESH_PERIOD,
             state: Arc::default(),
         }
     }
@@ -516,6 +549,12 @@ impl Projector {
     /// unset limit reads that Node's allocatable.
     pub fn on_node(mut self, node_name: &str) -> Projector {
         self.node_name = node_name.to_string();
+        self
+    }
+
+    /// The same projector rewriting the volumes every `period` (at least 1 s).
+    pub fn with_refresh_period(mut self, period: Duration) -> Projector {
+        self.refresh_period = period.max(Duration::from_secs(1));
         self
     }
 
@@ -544,13 +583,28 @@ impl Projector {
 
     /// Writes every volume of the pod this module owns and, once they are all written,
     /// remembers the pod for the periodic refresh. Returns their host paths by volume name.
-    pub async fn prepare(&self, p: &Pod) -> Result<super::volumes::VolumePaths, String> {
-        let paths = self.write_pod(p, false).await?;
+    ///
+    /// A pod whose volumes were all written before keeps them as they are when a rewrite
+    /// fails (its ConfigMap deleted, say): the kubelet's volume manager keeps a mounted volume
+    /// mounted when a remount fails, so its containers still restart.
+    pub async fn prepare(&self, p: &Pod) -> Result<super::volumes::VolumePaths, MountError> {
+        let uid = pod::uid_str(p).to_string();
+        let paths = match self.write_pod(p, false).await {
+            Ok(paths) => paths,
+            Err(e) if self.lock().pods.contains_key(&uid) => {
+                tracing::warn!(error = %e, "cannot rewrite the pod's volumes; they keep their files");
+                let volumes = p.spec.as_ref().and_then(|s| s.volumes.as_deref());
+                let written = volumes.into_iter().flatten().filter_map(|v| {
+                    volume_path(&self.pods_dir, &uid, v).map(|dir| (v.name.clone(), dir))
+                });
+                return Ok(written.collect());
+            }
+            Err(e) => return Err(e),
+        };
         if paths.is_empty() {
             return Ok(paths);
         }
         let mut st = self.lock();
-        let uid = pod::uid_str(p).to_string();
         if !st.pods.contains_key(&uid) && st.pods.len() >= MAX_PODS {
             st.pods.pop_first();
         }
@@ -577,9 +631,9 @@ impl Projector {
         }
     }
 
-    /// Refreshes every [`REFRESH_PERIOD`], forever.
+    /// Refreshes every refresh period ([`DEFAULT_REFRESH_PERIOD`] unless set), forever.
     pub async fn run(self) {
-        let mut tick = tokio::time::interval(REFRESH_PERIOD);
+        let mut tick = tokio::time::interval(self.refresh_period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
         loop {
@@ -592,7 +646,7 @@ impl Projector {
         &self,
         p: &Pod,
         only_if_remembered: bool,
-    ) -> Result<super::volumes::VolumePaths, String> {
+    ) -> Result<super::volumes::VolumePaths, MountError> {
         let uid = pod::uid_str(p).to_string();
         let mut out = super::volumes::VolumePaths::new();
         let volumes = p
@@ -604,7 +658,18 @@ impl Projector {
             let Some(dir) = volume_path(&self.pods_dir, &uid, v) else {
                 continue;
             };
-            let err = |e| super::volumes::volume_error(p, i, v, "", e);
+            let err = |(field, cause): (String, String)| {
+                let what = if field.is_empty() {
+                    cause.clone()
+                } else {
+                    format!("{field}: {cause}")
+                };
+                MountError {
+                    volume: v.name.clone(),
+                    detail: super::volumes::volume_error(p, i, v, "", what),
+                    cause,
+                }
+            };
             let payload = self.payload(p, v).await.map_err(err)?;
             let payload = super::fs_group::with_group_modes(p, payload);
             // the write and the check that the pod is still wanted are one step, so a
@@ -613,11 +678,11 @@ impl Projector {
             if only_if_remembered && !st.pods.contains_key(&uid) {
                 return Ok(out);
             }
-            if write_atomic(&dir, &payload).map_err(err)? {
+            if write_atomic(&dir, &payload).map_err(|e| err((String::new(), e)))? {
                 // as the kubelet's writer's setPerms: each new payload gets the fsGroup
                 super::fs_group::set_volume_ownership(p, &dir, true)
                     .and_then(|()| super::fs_group::own_tokens(p, v, &dir))
-                    .map_err(|e| err(format!("fsGroup: {e}")))?;
+                    .map_err(|e| err((String::new(), format!("fsGroup: {e}"))))?;
             }
             drop(st);
             out.insert(v.name.clone(), dir);
@@ -625,16 +690,16 @@ impl Projector {
         Ok(out)
     }
 
-    fn api(&self, what: &str) -> Result<&ApiClient, String> {
+    fn api(&self) -> Result<&ApiClient, String> {
         self.api.as_ref().ok_or_else(|| {
-            format!(
-                "{what} needs the node to be joined to a cluster (--kubeconfig); this node runs \
-                 standalone"
-            )
+            "needs the node to be joined to a cluster (--kubeconfig); this node runs standalone"
+                .to_string()
         })
     }
 
-    async fn payload(&self, p: &Pod, v: &Volume) -> Result<Payload, String> {
+    /// The volume's files; an error is the field at fault and the cause as the kubelet
+    /// words it.
+    async fn payload(&self, p: &Pod, v: &Volume) -> Result<Payload, (String, String)> {
         let (mode, sources) = sources(v);
         let default_mode = mode_of(mode, DEFAULT_MODE);
         let mut out = Payload::new();
@@ -649,8 +714,9 @@ impl Projector {
                         .filter(|s| !s.is_empty())
                         .unwrap_or_else(|| "default".into());
                     let token = self
-                        .token(p, &sa, t.audience.as_deref(), t.expiration_seconds, &what)
-                        .await?;
+                        .token(p, &sa, t.audience.as_deref(), t.expiration_seconds)
+                        .await
+                        .map_err(|e| (what, e))?;
                     let mode = super::fs_group::token_mode(p, default_mode);
                     let file = FileProjection::new(token, mode);
                     Ok(Payload::from([(t.path.clone(), file)]))
@@ -660,15 +726,18 @@ impl Projector {
                 }
                 Some(Source::Secret(k)) => self.keys_of::<Secret>(p, k, default_mode, &at).await,
                 Some(Source::Downward(items)) => {
-                    let alloc = self.allocatable_for(items).await;
-                    let alloc = alloc.map_err(|e| format!("{at}downwardAPI: {e}"))?;
-                    downward_payload(p, items, default_mode, alloc.as_ref())
-                        .map_err(|e| format!("{at}downwardAPI: {e}"))
+                    let what = format!("{at}downwardAPI");
+                    match self.allocatable_for(items).await {
+                        Ok(alloc) => downward_payload(p, items, default_mode, alloc.as_ref()),
+                        Err(e) => Err(e),
+                    }
+                    .map_err(|e| (what, e))
                 }
-                None => Err(format!(
-                    "{}: only serviceAccountToken, configMap, secret and downwardAPI sources are \
-                     supported by ledgerlet so far",
-                    at.trim_end_matches('.')
+                None => Err((
+                    at.trim_end_matches('.').to_string(),
+                    "only serviceAccountToken, configMap, secret and downwardAPI sources are \
+                     supported by ledgerlet so far"
+                        .to_string(),
                 )),
             }?);
         }
@@ -677,26 +746,28 @@ impl Projector {
 
     /// The payload of a ConfigMap's or a Secret's keys: every key, or the `items` (a missing
     /// key is an error unless optional); a missing object is an empty payload when
-    /// optional, an error otherwise. `at` names the source in a projected volume.
+    /// optional, an error otherwise. `at` names the source in a projected volume; an error
+    /// is the field and the kubelet's words (`configmap "NAME" not found`, `configmap
+    /// references non-existent config key: KEY`, `references non-existent secret key: KEY`).
     async fn keys_of<K: KeyObject>(
         &self,
         p: &Pod,
         s: KeySource<'_>,
         default_mode: u32,
         at: &str,
-    ) -> Result<Payload, String> {
+    ) -> Result<Payload, (String, String)> {
         let (ns, name, kind) = (pod::namespace(p), s.name, K::kind(&()));
         let what = format!("{at}{} {name:?}", K::FIELD);
-        let api = self.api(&what)?;
+        let api = self.api().map_err(|e| (what.clone(), e))?;
         let found = get_opt::<K>(api, ns, name)
             .await
-            .map_err(|e| format!("{what}: {e}"))?;
+            .map_err(|e| (what.clone(), e))?;
+        let lower = kind.to_lowercase();
         let Some(object) = found else {
             if s.optional {
                 return Ok(Payload::new());
             }
-            let lower = kind.to_lowercase();
-            return Err(format!("{what}: {lower} \"{name}\" not found"));
+            return Err((what, format!("{lower} \"{name}\" not found")));
         };
         let data = object.keys(&self.redactor);
         let file =
@@ -715,10 +786,15 @@ impl Projector {
                 }
                 None if s.optional => {}
                 None => {
-                    return Err(format!(
-                        "{what}: items[{i}]: couldn't find key {} in {kind} {ns}/{name}",
-                        item.key
-                    ))
+                    let missing = if lower == "secret" {
+                        "references non-existent secret key"
+                    } else {
+                        "configmap references non-existent config key"
+                    };
+                    return Err((
+                        format!("{what}.items[{i}]"),
+                        format!("{missing}: {}", item.key),
+                    ));
                 }
             }
         }
@@ -732,9 +808,8 @@ impl Projector {
         sa: &str,
         audience: Option<&str>,
         expiration_s: Option<i64>,
-        what: &str,
     ) -> Result<String, String> {
-        let api = self.api(what)?;
+        let api = self.api()?;
         let ns = pod::namespace(p).to_string();
         let key = TokenKey {
             namespace: ns.clone(),
@@ -776,15 +851,13 @@ impl Projector {
                 sas.create_token_request(sa, &kube::api::PostParams::default(), &request),
             )
             .await
-            .map_err(|e| {
-                format!("{what}: cannot request a token for ServiceAccount {ns}/{sa}: {e}")
-            })?;
+            .map_err(|e| format!("cannot request a token for ServiceAccount {ns}/{sa}: {e}"))?;
         let token = response
             .status
             .and_then(|s| s.token)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| {
-                format!("{what}: the TokenRequest for ServiceAccount {ns}/{sa} returned no token")
+                format!("the TokenRequest for ServiceAccount {ns}/{sa} returned no token")
             })?;
         self.redactor.register(&token);
         let expires = issued + Duration::from_secs(key.expiration_s.max(1) as u64);
@@ -1005,7 +1078,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let e = rt.block_on(proj.prepare(&p)).unwrap_err();
+        let e = rt.block_on(proj.prepare(&p)).unwrap_err().to_string();
         for part in [
             "pod ns/p",
             "kube-api-access-abcde",
@@ -1169,15 +1242,50 @@ mod tests {
             serde_json::json!({"name": "cfg", "configMap": {"name": "missing"}}),
         );
         let e = proj.prepare(&p2).await.unwrap_err();
+        assert_eq!(
+            e.event_message(),
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"missing\" not found"
+        );
+        let e = e.to_string();
         for part in ["pod ns/p", "\"cfg\"", "configMap \"missing\"", "not found"] {
             assert!(e.contains(part), "{e}");
         }
         assert!(!e.contains("tok3n"), "{e}");
+        // a key missing from the object: the kubelet's words, unless optional
+        for (volume, cause) in [
+            (
+                serde_json::json!({"name": "cfg", "configMap": {"name": "kube-root-ca.crt",
+                    "items": [{"key": "nope", "path": "x"}]}}),
+                "configmap references non-existent config key: nope",
+            ),
+            (
+                serde_json::json!({"name": "cfg", "secret": {"secretName": "db",
+                    "items": [{"key": "nope", "path": "x"}]}}),
+                "references non-existent secret key: nope",
+            ),
+        ] {
+            let e = proj.prepare(&api_pod("u4", volume)).await.unwrap_err();
+            assert_eq!(e.cause, cause);
+            assert!(e.detail.contains(".items[0]"), "{}", e.detail);
+        }
+        let optional = serde_json::json!({"name": "cfg", "secret": {"secretName": "db",
+            "optional": true, "items": [{"key": "nope", "path": "x"}, {"key": "password", "path": "pw"}]}});
+        let paths = proj.prepare(&api_pod("u5", optional)).await.unwrap();
+        assert_eq!(read(paths["cfg"].join("pw")), "hunter2-password");
+        assert!(!paths["cfg"].join("x").exists());
         // optional: an empty volume
         let p3 = api_pod(
             "u3",
             serde_json::json!({"name": "cfg", "configMap": {"name": "missing", "optional": true}}),
         );
         proj.prepare(&p3).await.unwrap();
+        // a pod prepared before keeps its files when a rewrite fails (its object gone)
+        let p3_gone = api_pod(
+            "u3",
+            serde_json::json!({"name": "cfg", "configMap": {"name": "missing"}}),
+        );
+        let kept = proj.prepare(&p3_gone).await.unwrap();
+        assert!(kept["cfg"].ends_with("u3/volumes/kubernetes.io~configmap/cfg"));
+        assert!(kept["kube-api-access-abcde"].join("namespace").exists());
     }
 }

@@ -85,7 +85,8 @@ pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
                                 )
                             })
                     });
-                    mount_tmpfs(&dir, size.transpose()?)
+                    let size = memory_volume_size(size.transpose()?, pod_memory_limit(p));
+                    mount_tmpfs(&dir, size)
                         .map_err(|e| err(".emptyDir.medium", format!("Memory: {e}")))?;
                 }
                 other => {
@@ -119,6 +120,52 @@ pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
         out.insert(v.name.clone(), path);
     }
     Ok(out)
+}
+
+/// The pod's memory limit in bytes as the kubelet's `ResourceConfigForPod` computes it: only
+/// when every container and init container has one, the larger of the regular containers'
+/// and sidecars' sum and the largest init container (with the sidecars started before it),
+/// plus the pod's overhead.
+fn pod_memory_limit(p: &Pod) -> Option<i128> {
+    let spec = p.spec.as_ref()?;
+    let limit = |c: &k8s_openapi::api::core::v1::Container| {
+        let q = c.resources.as_ref()?.limits.as_ref()?.get("memory")?;
+        crate::core::pod_status::quantity::parse_nanos(&q.0).map(|n| n / 1_000_000_000)
+    };
+    let (mut sidecars, mut init_max) = (0i128, 0i128);
+    for c in spec.init_containers.iter().flatten() {
+        let l = limit(c)?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            sidecars += l;
+            init_max = init_max.max(sidecars);
+        } else {
+            init_max = init_max.max(sidecars + l);
+        }
+    }
+    let mut regular = 0i128;
+    for c in &spec.containers {
+        regular += limit(c)?;
+    }
+    let overhead = spec
+        .overhead
+        .as_ref()
+        .and_then(|o| o.get("memory"))
+        .and_then(|q| crate::core::pod_status::quantity::parse_nanos(&q.0))
+        .map_or(0, |n| n / 1_000_000_000);
+    Some((regular + sidecars).max(init_max) + overhead)
+}
+
+/// The size of a `medium: Memory` emptyDir's tmpfs (the kubelet's
+/// `calculateEmptyDirMemorySize`): `sizeLimit` when it is positive and no larger than the
+/// pod's memory limit, else the pod's memory limit. The kubelet also caps both by the node's
+/// allocatable memory and uses that when neither is set; ledgerlet then leaves the size to
+/// the kernel's default (`None`).
+fn memory_volume_size(size_limit: Option<i128>, pod_limit: Option<i128>) -> Option<i128> {
+    let pod_limit = pod_limit.filter(|l| *l > 0);
+    match size_limit.filter(|s| *s > 0) {
+        Some(s) if pod_limit.is_none_or(|l| s <= l) => Some(s),
+        _ => pod_limit,
+    }
 }
 
 /// The kubelet's `hostPath` type checks (`checkType`), creating what `*OrCreate` asks for.
@@ -262,6 +309,42 @@ pub fn remove_pod(pods_dir: &Path, uid: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_memory_volume_is_its_size_limit_capped_by_the_pods_memory_limit() {
+        let pod = |spec: serde_json::Value| -> k8s_openapi::api::core::v1::Pod {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": spec}))
+                .unwrap()
+        };
+        let c = |name: &str, mem: Option<&str>| match mem {
+            Some(m) => serde_json::json!({"name": name, "resources": {"limits": {"memory": m}}}),
+            None => serde_json::json!({"name": name}),
+        };
+        let mi = |n: i128| n << 20;
+        let p = pod(
+            serde_json::json!({"containers": [c("a", Some("64Mi")), c("b", Some("32Mi"))],
+            "initContainers": [c("i", Some("128Mi"))]}),
+        );
+        assert_eq!(super::pod_memory_limit(&p), Some(mi(128)));
+        let mut sidecar = c("s", Some("16Mi"));
+        sidecar["restartPolicy"] = "Always".into();
+        let p = pod(serde_json::json!({"containers": [c("a", Some("64Mi"))],
+            "initContainers": [sidecar], "overhead": {"memory": "1Mi"}}));
+        assert_eq!(super::pod_memory_limit(&p), Some(mi(81)));
+        let p = pod(serde_json::json!({"containers": [c("a", Some("64Mi")), c("b", None)]}));
+        assert_eq!(
+            super::pod_memory_limit(&p),
+            None,
+            "a container without a limit"
+        );
+        use super::memory_volume_size as size;
+        assert_eq!(size(Some(mi(16)), Some(mi(64))), Some(mi(16)));
+        assert_eq!(size(Some(mi(1024)), Some(mi(64))), Some(mi(64)));
+        assert_eq!(size(None, Some(mi(64))), Some(mi(64)));
+        assert_eq!(size(Some(mi(16)), None), Some(mi(16)));
+        assert_eq!(size(Some(0), None), None);
+        assert_eq!(size(None, None), None);
+    }
+
     use super::*;
 
     #[test]

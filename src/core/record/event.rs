@@ -208,8 +208,9 @@ pub enum RuntimeAction {
         /// Runtime ID.
         id: String,
     },
-    /// A problem in the pod's configuration the shell worked around while forming its
-    /// sandbox (the kubelet's pod Warning events `MissingClusterDNS`, `DNSConfigForming`).
+    /// A problem in the pod's configuration the shell found while forming its sandbox or
+    /// setting up its volumes (the kubelet's pod Warning events `MissingClusterDNS`,
+    /// `DNSConfigForming`, `FailedToRetrieveImagePullSecret`, `FailedMount`).
     PodConfigWarning {
         /// The event's reason.
         reason: String,
