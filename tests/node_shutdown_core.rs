@@ -11,12 +11,10 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use ledgerlet::core::command::{Command, EventType, KubeEvent, WorkType};
 use ledgerlet::core::config::{CoreConfig, PodSource};
 use ledgerlet::core::record::event::{NodeShutdown, PodConfigChange, SourceReady};
-use ledgerlet::core::record::{Event, Time};
-use ledgerlet::core::runtime_status::{
-    ContainerState, ContainerStatus, RuntimePodStatus, SandboxState, SandboxStatus,
-};
+use ledgerlet::core::record::Event;
+use ledgerlet::core::runtime_status::{ContainerState, RuntimePodStatus};
 use ledgerlet::core::timers::TimerKey;
-use support::core_harness::{pod, uid, Harness};
+use support::core_harness::{self, pod, uid, Harness};
 
 const MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
 
@@ -257,39 +255,16 @@ fn ns_09_a_graceful_shutdown_records_the_kubelets_shutdown_event_on_the_node() {
 }
 
 fn runtime_pod(name: &str, running: bool) -> RuntimePodStatus {
-    let t = Time::from_unix_secs(1);
-    RuntimePodStatus {
-        name: name.into(),
-        namespace: "ns".into(),
-        ips: vec![],
-        sandboxes: vec![SandboxStatus {
-            id: "sb".into(),
-            state: SandboxState::SandboxReady,
-            created_at: t,
-            attempt: 0,
-            ip: None,
-            host_network: false,
-        }],
-        containers: vec![ContainerStatus {
-            id: "c1".into(),
-            name: "main".into(),
-            state: if running {
-                ContainerState::Running
-            } else {
-                ContainerState::Exited
-            },
-            created_at: t,
-            started_at: Some(t),
-            finished_at: (!running).then_some(t),
-            exit_code: 0,
-            reason: String::new(),
-            message: String::new(),
-            image: String::new(),
-            image_ref: String::new(),
-            hash: String::new(),
-            restart_count: 0,
-        }],
+    let state = if running {
+        ContainerState::Running
+    } else {
+        ContainerState::Exited
+    };
+    let mut main = core_harness::container_status("c1", "main", state);
+    if !running {
+        main.finished_at = main.started_at;
     }
+    core_harness::runtime_pod(name, "ns", true, None, vec![main])
 }
 
 #[test]
