@@ -130,6 +130,19 @@ pub struct RuntimePodStatus {
 }
 
 impl RuntimePodStatus {
+    /// The newest sandbox by creation time, the first of equals (the runtime lists newest
+    /// first, so that is `sandboxes[0]` for what the shell observes; a hand-written record
+    /// in another order still gets the newest).
+    pub fn newest_sandbox(&self) -> Option<&SandboxStatus> {
+        self.sandboxes.iter().reduce(|best, s| {
+            if s.created_at > best.created_at {
+                s
+            } else {
+                best
+            }
+        })
+    }
+
     /// `isPodStatusCacheTerminal`: no running container and no ready sandbox.
     pub fn is_terminal(&self) -> bool {
         !self

@@ -1,6 +1,7 @@
 //! Whether the pod needs a new sandbox (kubelet `PodSandboxChanged`).
 //!
-//! Owns the sandbox verdict and the attempt number. Must not look at containers: what a new
+//! Owns the sandbox verdict and the attempt number, for the runtime plan and for the status's
+//! PodReadyToStartContainers condition alike. Must not look at containers: what a new
 //! sandbox means for them is decided in `compute`.
 
 use k8s_openapi::api::core::v1::Pod;
@@ -9,6 +10,8 @@ use super::policy::spec;
 use crate::core::runtime_status::{RuntimePodStatus, SandboxState};
 
 /// `PodSandboxChanged`: `(changed, attempt, sandbox_id)`.
+///
+/// The newest sandbox is the latest created ([`RuntimePodStatus::newest_sandbox`]).
 ///
 /// * No sandbox → `(true, 0, "")` (a new pod).
 /// * More than one ready sandbox, or the newest not ready → recreate with the highest
@@ -20,7 +23,7 @@ use crate::core::runtime_status::{RuntimePodStatus, SandboxState};
 ///   recreate, keeping the ID (no network status at all is left alone).
 /// * Otherwise `(false, highest attempt, newest ID)`.
 pub fn pod_sandbox_changed(pod: &Pod, runtime: &RuntimePodStatus) -> (bool, u32, String) {
-    let Some(newest) = runtime.sandboxes.first() else {
+    let Some(newest) = runtime.newest_sandbox() else {
         return (true, 0, String::new());
     };
     let max_attempt = runtime

@@ -1,7 +1,7 @@
 //! The pod's network as the status shows it: does it need a new sandbox, and which IPs.
 //!
-//! Owns `pod_sandbox_changed` (kuberuntime `PodSandboxChanged`, the basis of
-//! PodReadyToStartContainers) and the choice and ordering of pod IPs. Must not decide what
+//! Owns the choice and ordering of pod IPs, and asks the runtime plan's `PodSandboxChanged`
+//! whether the pod needs a new sandbox (the basis of PodReadyToStartContainers). Must not decide what
 //! the runtime does about a changed sandbox (that is the runtime plan's job).
 
 use core::net::IpAddr;
@@ -9,36 +9,15 @@ use core::net::IpAddr;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
 use super::spec;
-use crate::core::runtime_status::{RuntimePodStatus, SandboxState, SandboxStatus};
+use crate::core::plan;
+use crate::core::runtime_status::{RuntimePodStatus, SandboxState};
 
-/// The newest sandbox by creation time (the first of equals, the runtime lists newest first).
-pub fn newest_sandbox(runtime: &RuntimePodStatus) -> Option<&SandboxStatus> {
-    runtime.sandboxes.iter().reduce(|best, s| {
-        if s.created_at > best.created_at {
-            s
-        } else {
-            best
-        }
-    })
-}
-
-/// `PodSandboxChanged`: true if the pod needs a new sandbox: none exists, more than one is
-/// ready, the newest is not ready, its network namespace mode differs from the spec, or (not
-/// host network) its network status has an empty IP.
+/// `PodSandboxChanged`'s verdict (the runtime plan's port, [`plan::pod_sandbox_changed`]):
+/// true if the pod needs a new sandbox: none exists, more than one is ready, the newest is
+/// not ready, its network namespace mode differs from the spec, or (not host network) its
+/// network status has an empty IP.
 pub fn pod_sandbox_changed(pod: &Pod, runtime: &RuntimePodStatus) -> bool {
-    let Some(newest) = newest_sandbox(runtime) else {
-        return true;
-    };
-    let ready = runtime
-        .sandboxes
-        .iter()
-        .filter(|s| s.state == SandboxState::SandboxReady)
-        .count();
-    let host_network = spec::is_host_network(pod);
-    ready > 1
-        || newest.state != SandboxState::SandboxReady
-        || newest.host_network != host_network
-        || (!host_network && newest.has_empty_network_ip())
+    plan::pod_sandbox_changed(pod, runtime).0
 }
 
 /// `sortPodIPs`: the first IP of the node's family (IPv4 if the node IP is unknown), then the
@@ -69,7 +48,8 @@ pub fn pod_ips(
 ) -> Vec<String> {
     let mut ips = sort_pod_ips(&runtime.ips, host_ip);
     if ips.is_empty() {
-        if let Some(ip) = newest_sandbox(runtime)
+        if let Some(ip) = runtime
+            .newest_sandbox()
             .filter(|s| s.state == SandboxState::SandboxReady)
             .and_then(|s| s.ip.as_deref())
         {
