@@ -66,7 +66,9 @@ fn pull_failures(
             {
                 (
                     RuntimeAction::PullImage { container: c, .. },
-                    ActionOutcome::Failed { reason, message },
+                    ActionOutcome::Failed {
+                        reason, message, ..
+                    },
                 ) if c == container => Some((reason, message)),
                 _ => None,
             },

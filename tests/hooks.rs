@@ -173,7 +173,9 @@ spec:
         .find_map(|(i, (_, _, a, o))| match (a, o) {
             (
                 RuntimeAction::PostStartHook { id, .. },
-                ActionOutcome::Failed { reason, message },
+                ActionOutcome::Failed {
+                    reason, message, ..
+                },
             ) => {
                 assert_eq!(reason, "PostStartHookError");
                 Some((i, id.clone(), message.clone()))

@@ -57,6 +57,7 @@ fn pull_failed(h: &mut Harness, u: &str, reason: &str, message: &str) {
         outcome: ActionOutcome::Failed {
             reason: reason.into(),
             message: message.into(),
+            detail: None,
         },
         duration_ms: 1,
     }));

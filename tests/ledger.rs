@@ -100,6 +100,7 @@ fn one_of_each_kind() -> Vec<Event> {
             outcome: ActionOutcome::Failed {
                 reason: "RunContainerError".into(),
                 message: "no such file".into(),
+                detail: Some("container web of pod default/web".into()),
             },
             duration_ms: 12,
         }),

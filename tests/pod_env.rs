@@ -393,10 +393,8 @@ fn a_missing_config_map_fails_create_container_config_until_it_is_created() {
         let w = main_status(&p)?.state.as_ref()?.waiting.clone()?;
         (w.reason.as_deref() == Some("CreateContainerConfigError")).then_some(w.message?)
     });
-    assert!(
-        message.contains("env[0] (LATE): configmap \"late\" not found"),
-        "{message}"
-    );
+    // the kubelet's words alone; the field is in the ledger's detail
+    assert_eq!(message, "configmap \"late\" not found");
     assert_eq!(
         phase(&admin.run(pods.get("waiting")).unwrap()),
         Some("Pending")
@@ -410,13 +408,16 @@ fn a_missing_config_map_fails_create_container_config_until_it_is_created() {
             .any(|e| {
                 e.type_.as_deref() == Some("Warning")
                     && e.reason.as_deref() == Some("Failed")
-                    && e.message
-                        .as_deref()
-                        .unwrap_or_default()
-                        .contains("configmap \"late\" not found")
+                    && e.message.as_deref() == Some("Error: configmap \"late\" not found")
             })
             .then_some(())
     });
+    // the node's ledger says where: the container and the field
+    let where_ = "container main of pod env-missing/waiting, env[0] (LATE)";
+    assert!(
+        ledger_text(c).contains(&format!("\"detail\":\"{where_}\"")),
+        "no CreateContainer detail {where_:?} in the ledger"
+    );
     admin.wait_for("the other pod Running", 120, |k| {
         let p = k.run(pods.get("other")).ok()?;
         (phase(&p) == Some("Running")).then_some(())

@@ -654,7 +654,9 @@ impl Node {
             }
             (
                 RuntimeAction::PullImage { container, image },
-                ActionOutcome::Failed { reason, message },
+                ActionOutcome::Failed {
+                    reason, message, ..
+                },
             ) if reason == ERR_IMAGE_PULL || reason == IMAGE_PULL_BACK_OFF => {
                 // kubelet imagePuller: a failed pull starts or doubles the backoff of this
                 // pod's image; a start refused by the backoff leaves it as it is
@@ -688,7 +690,9 @@ impl Node {
                 RuntimeAction::PullImage { container, .. }
                 | RuntimeAction::CreateContainer { container, .. }
                 | RuntimeAction::StartContainer { container, .. },
-                ActionOutcome::Failed { reason, message },
+                ActionOutcome::Failed {
+                    reason, message, ..
+                },
             ) => {
                 self.reasons.set(
                     &a.uid,

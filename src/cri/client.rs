@@ -105,11 +105,20 @@ impl CriError {
     /// The error as a Go gRPC client prints it (`rpc error: code = Unknown desc = …`), the
     /// text the kubelet puts in its sync results and Events.
     pub fn grpc_text(&self) -> String {
-        let desc = match self {
+        format!(
+            "rpc error: code = {:?} desc = {}",
+            self.code(),
+            self.status_message()
+        )
+    }
+
+    /// The gRPC status message alone (`status.Message()`), the text the kubelet puts in a
+    /// container's waiting message and `Error:` event for a failed create or start.
+    pub fn status_message(&self) -> String {
+        match self {
             CriError::Rpc { message, .. } => message.clone(),
             other => other.to_string(),
-        };
-        format!("rpc error: code = {:?} desc = {desc}", self.code())
+        }
     }
 
     /// True when the runtime said the object does not exist.

@@ -138,7 +138,11 @@ fn own_heap_bytes(r: &Record) -> usize {
             };
             let outcome = match &a.outcome {
                 ActionOutcome::Ok { id, detail } => opt(id) + opt(detail),
-                ActionOutcome::Failed { reason, message } => reason.len() + message.len(),
+                ActionOutcome::Failed {
+                    reason,
+                    message,
+                    detail,
+                } => reason.len() + message.len() + opt(detail),
             };
             uid(&a.uid) + action + outcome
         }

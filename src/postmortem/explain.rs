@@ -278,22 +278,33 @@ impl Facts {
             }
             (
                 RuntimeAction::StartContainer { container, .. },
-                ActionOutcome::Failed { reason, message },
+                ActionOutcome::Failed {
+                    reason,
+                    message,
+                    detail,
+                },
             )
             | (
                 RuntimeAction::CreateContainer { container, .. },
-                ActionOutcome::Failed { reason, message },
+                ActionOutcome::Failed {
+                    reason,
+                    message,
+                    detail,
+                },
             ) => {
+                let at = detail.as_ref().map_or(String::new(), |d| format!(" ({d})"));
                 self.push(
                     r,
                     format!(
-                        "container {container} could not start: {reason}: {message} (record {rec})"
+                        "container {container} could not start: {reason}: {message}{at} (record {rec})"
                     ),
                 );
             }
             (
                 RuntimeAction::PullImage { container, image },
-                ActionOutcome::Failed { reason, message },
+                ActionOutcome::Failed {
+                    reason, message, ..
+                },
             ) => {
                 self.push(
                     r,

@@ -69,10 +69,53 @@ pub struct NodeContext {
     pub managed_files: bool,
 }
 
-/// Why a container configuration could not be built (`CreateContainerConfigError`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+/// Why a container configuration could not be built (`CreateContainerConfigError`): the
+/// kubelet's message, which the container's status and event show, and where in the pod
+/// spec it arose, which only the ledger and the agent's log show (so a status reads as on a
+/// kubelet-run node, and an operator still learns the field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The pod spec field, relative to the container (`env[0] (LATE)`), if the message does
+    /// not say it.
+    pub field: Option<String>,
+    /// The message, in the kubelet's words where the kubelet has this error.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// An error whose message says all.
+    pub fn new(message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    /// An error in the pod spec's `field`.
+    pub fn at(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{field}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl From<String> for ConfigError {
+    fn from(message: String) -> ConfigError {
+        ConfigError::new(message)
+    }
+}
 
 /// The pod's log directory: `<root>/<namespace>_<name>_<uid>`.
 pub fn pod_log_dir(ctx: &NodeContext, p: &Pod) -> PathBuf {
@@ -217,7 +260,7 @@ fn quantity(
         return Ok(None);
     };
     let nanos = crate::core::pod_status::quantity::parse_nanos(&q.0).ok_or_else(|| {
-        ConfigError(format!(
+        ConfigError::new(format!(
             "container {}: resources.{which}.{resource}: {:?} is not a quantity",
             c.name, q.0
         ))
@@ -293,7 +336,9 @@ fn ephemeral_target(p: &Pod, start: &ContainerStart) -> Result<Option<String>, C
     match (target, &start.target_container_id) {
         (None, _) => Ok(None),
         (Some(_), Some(id)) => Ok(Some(id.clone())),
-        (Some(t), None) => Err(ConfigError(format!("unable to find target container {t}"))),
+        (Some(t), None) => Err(ConfigError::new(format!(
+            "unable to find target container {t}"
+        ))),
     }
 }
 
@@ -318,7 +363,7 @@ pub fn container_config(
     env_sources: &EnvSources,
 ) -> Result<v1::ContainerConfig, ConfigError> {
     let c = spec_container(p, start).ok_or_else(|| {
-        ConfigError(format!(
+        ConfigError::new(format!(
             "pod {}/{} has no {:?} container at index {}",
             pod::namespace(p),
             pod::name(p),
@@ -451,20 +496,20 @@ fn mounts(
     let mut out = Vec::new();
     for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
         if !defined.iter().any(|v| v.name == m.name) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "container {}: volumeMounts[{i}].name: volume {:?} is not defined in spec.volumes",
                 c.name, m.name
             )));
         }
         let Some(host) = volumes.get(&m.name) else {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "container {}: volumeMounts[{i}]: volume {:?} is not ready on the node",
                 c.name, m.name
             )));
         };
         let mut host = host.clone();
         let (field, sub) = sub_path(m, envs).map_err(|e| {
-            ConfigError(format!(
+            ConfigError::new(format!(
                 "container {}: volumeMounts[{i}].subPathExpr: {e}",
                 c.name
             ))
@@ -476,7 +521,7 @@ fn mounts(
                     .components()
                     .any(|c| matches!(c, std::path::Component::ParentDir))
             {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "container {}: volumeMounts[{i}].{field}: {sub:?} must be a relative path \
                      without '..'",
                     c.name
@@ -497,7 +542,7 @@ fn mounts(
                         )
                     })
                     .map_err(|e| {
-                        ConfigError(format!(
+                        ConfigError::new(format!(
                             "container {}: volumeMounts[{i}].{field}: cannot create {}: {e}",
                             c.name,
                             host.display()

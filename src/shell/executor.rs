@@ -117,6 +117,16 @@ fn failed(reason: &str, message: String) -> ActionOutcome {
     ActionOutcome::Failed {
         reason: reason.into(),
         message,
+        detail: None,
+    }
+}
+
+/// [`failed`] with where it arose (the container and pod spec field), for the ledger.
+fn failed_at(reason: &str, message: String, detail: String) -> ActionOutcome {
+    ActionOutcome::Failed {
+        reason: reason.into(),
+        message,
+        detail: Some(detail),
     }
 }
 
@@ -609,26 +619,43 @@ impl Executor {
             let volumes = target.volumes.as_ref().map_err(String::clone)?;
             self.verify_run_as_non_root(p, c).await?;
             let mut config =
-                cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, &sources)
-                    .map_err(|e| e.0)?;
+                cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, &sources)?;
             config.mounts.extend(self.managed_mounts(p, c, s, pod_ip)?);
-            Ok::<_, String>(config)
+            Ok::<_, cri_config::ConfigError>(config)
         }
         .await;
-        let create = match config {
-            Err(e) => Err(("CreateContainerConfigError", format!("{who}: {e}"))),
+        // the outcome has the kubelet's message (what the status and the event show) and
+        // where it arose; the error returned names the container
+        let (create, outcome) = match config {
+            Err(e) => {
+                let detail = match &e.field {
+                    Some(field) => format!("{who}, {field}"),
+                    None => who.to_string(),
+                };
+                let reason = "CreateContainerConfigError";
+                (
+                    Err((reason, format!("{who}: {e}"))),
+                    failed_at(reason, e.message, detail),
+                )
+            }
             Ok(config) => {
                 let log_dir = std::path::Path::new(&sandbox_config.log_directory).join(&s.name);
                 let _ = std::fs::create_dir_all(&log_dir);
-                self.cri
+                let created = self
+                    .cri
                     .create_container(sandbox_id, config, sandbox_config.clone())
-                    .await
-                    .map_err(|e| ("CreateContainerError", format!("{who}: {e}")))
+                    .await;
+                match created {
+                    Ok(id) => (Ok(id.clone()), ok(Some(id), None)),
+                    Err(e) => {
+                        let reason = "CreateContainerError";
+                        (
+                            Err((reason, format!("{who}: {e}"))),
+                            failed_at(reason, e.status_message(), who.to_string()),
+                        )
+                    }
+                }
             }
-        };
-        let outcome = match &create {
-            Ok(id) => ok(Some(id.clone()), None),
-            Err((reason, msg)) => failed(reason, msg.clone()),
         };
         let (container, kind) = (s.name.clone(), s.kind);
         step.report(
@@ -654,10 +681,10 @@ impl Executor {
                     .map_err(|msg| ("PostStartHookError", msg))
             }
             Err(e) => {
-                let msg = format!("{who}: {e}");
-                step.report(action, failed("RunContainerError", msg.clone()), started)
-                    .await;
-                Err(("RunContainerError", msg))
+                let reason = "RunContainerError";
+                let outcome = failed_at(reason, e.status_message(), who.to_string());
+                step.report(action, outcome, started).await;
+                Err((reason, format!("{who}: {e}")))
             }
         }
     }
@@ -668,7 +695,7 @@ impl Executor {
         &self,
         p: &Pod,
         c: &k8s_openapi::api::core::v1::Container,
-    ) -> Result<(), String> {
+    ) -> Result<(), cri_config::ConfigError> {
         use super::security_context as sc;
         let (mut uid, mut name) = (None, String::new());
         if sc::needs_image_user(p, c) {
@@ -683,7 +710,7 @@ impl Executor {
                 status.map_err(|e| format!("cannot get the user of image {image:?}: {e}"))?;
             (uid, name) = sc::image_user(status.image.as_ref());
         }
-        sc::verify_run_as_non_root(p, c, uid, &name).map_err(|e| e.0)
+        sc::verify_run_as_non_root(p, c, uid, &name)
     }
 
     /// Step 4 of `startContainer`: the postStart hook. A failure is reported, the container

@@ -236,6 +236,7 @@ mod tests {
             outcome: ActionOutcome::Failed {
                 reason: "RunContainerError".into(),
                 message: message.into(),
+                detail: None,
             },
             duration_ms: 1,
         })

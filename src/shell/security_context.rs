@@ -123,22 +123,22 @@ pub fn verify_run_as_non_root(
     let (pod_ref, name) = (pod_ref(p), &c.name);
     if let Some(uid) = sc.run_as_user {
         if uid == 0 {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "container's runAsUser breaks non-root policy (pod: {pod_ref:?}, container: {name})"
             )));
         }
         return Ok(());
     }
     match image_uid {
-        None if !image_username.is_empty() => Err(ConfigError(format!(
+        None if !image_username.is_empty() => Err(ConfigError::new(format!(
             "container has runAsNonRoot and image has non-numeric user ({image_username}), \
              cannot verify user is non-root (pod: {pod_ref:?}, container: {name})"
         ))),
-        Some(0) => Err(ConfigError(format!(
+        Some(0) => Err(ConfigError::new(format!(
             "container has runAsNonRoot and image will run as root (pod: {pod_ref:?}, \
              container: {name})"
         ))),
-        Some(uid) if !(1..=i64::from(i32::MAX)).contains(&uid) => Err(ConfigError(format!(
+        Some(uid) if !(1..=i64::from(i32::MAX)).contains(&uid) => Err(ConfigError::new(format!(
             "container has runAsNonRoot and image has an invalid user id ({uid}). (Must be \
              1-({})): must be between 0 and {}, inclusive (pod: {pod_ref:?}, container: {name})",
             i32::MAX,
@@ -167,9 +167,10 @@ fn seccomp_of(
                 ProfileType::Localhost,
                 root.join(l).to_string_lossy().into_owned(),
             )),
-            None => Err(ConfigError(format!(
-                "{field}: localhostProfile must be set if seccompProfile type is Localhost."
-            ))),
+            None => Err(ConfigError::at(
+                field,
+                "localhostProfile must be set if seccompProfile type is Localhost.",
+            )),
         },
         _ => Ok(profile(ProfileType::Unconfined, String::new())),
     }
@@ -183,9 +184,9 @@ fn seccomp(p: &Pod, c: &Container, root: &Path) -> Result<v1::SecurityProfile, C
         .as_ref()
         .and_then(|s| s.seccomp_profile.as_ref());
     let pod_level = pod_security_context(p).and_then(|s| s.seccomp_profile.as_ref());
-    let field = format!("container {}: securityContext.seccompProfile", c.name);
+    let field = "securityContext.seccompProfile";
     match (container, pod_level) {
-        (Some(s), _) => seccomp_of(s, root, &field),
+        (Some(s), _) => seccomp_of(s, root, field),
         (None, Some(s)) => seccomp_of(s, root, "spec.securityContext.seccompProfile"),
         (None, None) => Ok(v1::SecurityProfile {
             profile_type: v1::security_profile::ProfileType::Unconfined as i32,
@@ -214,15 +215,15 @@ fn apparmor(p: &Pod, c: &Container) -> Result<(Option<v1::SecurityProfile>, Stri
         "Unconfined" => Ok((profile(ProfileType::Unconfined, ""), "unconfined".into())),
         "Localhost" => match a.localhost_profile.as_deref().filter(|l| !l.is_empty()) {
             Some(l) => Ok((profile(ProfileType::Localhost, l), format!("localhost/{l}"))),
-            None => Err(ConfigError(format!(
-                "container {}: appArmorProfile: missing localhost apparmor profile name",
-                c.name
-            ))),
+            None => Err(ConfigError::at(
+                "appArmorProfile",
+                "missing localhost apparmor profile name",
+            )),
         },
-        other => Err(ConfigError(format!(
-            "container {}: appArmorProfile: unknown apparmor profile type: {other:?}",
-            c.name
-        ))),
+        other => Err(ConfigError::at(
+            "appArmorProfile",
+            format!("unknown apparmor profile type: {other:?}"),
+        )),
     }
 }
 

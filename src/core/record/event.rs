@@ -237,8 +237,13 @@ pub enum ActionOutcome {
     Failed {
         /// One word.
         reason: String,
-        /// The error, naming the pod, container and CRI status.
+        /// The error as the kubelet words it (what the status and the event show).
         message: String,
+        /// Where it arose, when the message alone does not say (the container and the pod
+        /// spec field, e.g. `container main of pod default/web, env[0] (LATE)`); ledgerlet's
+        /// own context, kept out of the API so a status reads as a kubelet-run node's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
     },
 }
 

@@ -5,7 +5,7 @@
 //! `env` in declaration order (a later entry replaces an earlier one of the same name), then
 //! the service-link variables no other variable set. A literal `value` is expanded against
 //! the variables set so far and the service links; a `valueFrom` value is not expanded.
-//! Errors are the kubelet's messages (`CreateContainerConfigError`) prefixed with the field.
+//! Errors are the kubelet's messages (`CreateContainerConfigError`), with the field beside them.
 //!
 //! Pure: [`make_environment`] reads only the pod and the [`EnvSources`] that [`fetch`]
 //! read for this container creation. Must not read the API, log, or put a value of a Secret
@@ -196,7 +196,7 @@ pub fn make_environment(
         };
         let field = kind.names().2;
         let keys = keys_of(p, src, kind, name, optional.unwrap_or(false))
-            .map_err(|e| ConfigError(format!("envFrom[{i}].{field}Ref: {e}")))?;
+            .map_err(|e| ConfigError::at(format!("envFrom[{i}].{field}Ref"), e))?;
         for (k, v) in keys.into_iter().flatten() {
             set(&mut values, format!("{prefix}{k}"), v.clone());
         }
@@ -208,7 +208,7 @@ pub fn make_environment(
             expand(literal, |k| mapping(k).map(String::as_str))
         } else {
             let value = value_from(ctx, p, c, e, pod_ip, src)
-                .map_err(|m| ConfigError(format!("env[{i}] ({}): {m}", e.name)))?;
+                .map_err(|m| ConfigError::at(format!("env[{i}] ({})", e.name), m))?;
             let Some(value) = value else { continue };
             value
         };

@@ -27,7 +27,7 @@ fn env_of(p: &Pod, src: &EnvSources) -> Result<Vec<(String, String)>, String> {
     let c = &p.spec.as_ref().unwrap().containers[0];
     make_environment(&ctx(), p, c, "10.244.0.5", src)
         .map(|kvs| kvs.into_iter().map(|kv| (kv.key, kv.value)).collect())
-        .map_err(|e| e.0)
+        .map_err(|e| e.to_string())
 }
 
 fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {

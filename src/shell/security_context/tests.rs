@@ -177,7 +177,10 @@ fn seccomp_comes_from_the_container_else_the_pod_else_unconfined() {
         json!({"seccompProfile": {"type": "Localhost"}}),
     );
     let e = container_security_context(Path::new("/s"), &p, main(&p), Default::default());
-    assert!(e.unwrap_err().0.contains("localhostProfile must be set"));
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("localhostProfile must be set"));
     // the sandbox always runs with the runtime's default profile
     let sandbox = sandbox_security_context(&p, Default::default())
         .seccomp
@@ -221,7 +224,7 @@ fn run_as_non_root_checks_the_run_as_user_then_the_images_user_with_the_kubelets
     let p = non_root(json!({"runAsUser": 0}));
     let e = verify_run_as_non_root(&p, main(&p), Some(1000), "").unwrap_err();
     assert_eq!(
-        e.0,
+        e.message,
         "container's runAsUser breaks non-root policy (pod: \"p_ns(u-1)\", container: main)"
     );
     let p = non_root(json!({"runAsUser": 1000}));
@@ -230,24 +233,24 @@ fn run_as_non_root_checks_the_run_as_user_then_the_images_user_with_the_kubelets
     assert!(needs_image_user(&p, main(&p)));
     let e = verify_run_as_non_root(&p, main(&p), Some(0), "").unwrap_err();
     assert_eq!(
-        e.0,
+        e.message,
         "container has runAsNonRoot and image will run as root (pod: \"p_ns(u-1)\", container: main)"
     );
     let e = verify_run_as_non_root(&p, main(&p), None, "nobody").unwrap_err();
     assert!(
-        e.0.contains("image has non-numeric user (nobody)"),
+        e.message.contains("image has non-numeric user (nobody)"),
         "{}",
-        e.0
+        e.message
     );
     assert!(verify_run_as_non_root(&p, main(&p), Some(65534), "").is_ok());
     let e = verify_run_as_non_root(&p, main(&p), Some(-1), "").unwrap_err();
     assert!(
-        e.0.starts_with(
+        e.message.starts_with(
             "container has runAsNonRoot and image has an invalid user id (-1). (Must be \
              1-(2147483647)): must be between 0 and 2147483647, inclusive"
         ),
         "{}",
-        e.0
+        e.message
     );
     // not asked, or asked off: no check
     let p = pod(json!({"runAsNonRoot": false}), serde_json::Value::Null);
