@@ -2,7 +2,8 @@
 //! starts it: `scripts/cluster.sh up DIR --runtime containerd` (with this build's agent). The
 //! node hands its podCIDR to containerd (CRI `UpdateRuntimeConfig`), which renders its CNI
 //! template over it; pods get bridge IPs from that range, reachable from the host. The pod
-//! lifecycle tests of `tests/real_cluster.rs` run here on containerd too.
+//! lifecycle tests of `tests/real_cluster.rs` run here on containerd too, and a restarted
+//! container is shown to keep its pod's sandbox and IP, on the host network too (RT-09).
 
 mod support;
 
@@ -13,7 +14,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use support::on_containerd::{
-    agent_log, bound_pod, ledger_text, main_status, phase, pod_ip, pod_records, volume_dir, IMAGE,
+    agent_log, bound_pod, created_sandboxes, in_containerd, ledger_text, main_status, phase,
+    pod_ip, pod_records, volume_dir, IMAGE,
 };
 use support::real_cluster::{read_sa_probe, sa_probe_script, RealCluster};
 
@@ -346,13 +348,7 @@ fn a_pod_kill_stops_its_not_ready_sandboxes_too() {
         main_status(&p)?.state.as_ref()?.running.as_ref()?;
         p.metadata.uid
     });
-    let sandboxes = |c: &RealCluster| -> Vec<String> {
-        pod_records(c, &uid)
-            .iter()
-            .filter(|(_, e)| e["action"] == "create_sandbox" && e["outcome"]["result"] == "ok")
-            .filter_map(|(_, e)| Some(e["outcome"]["id"].as_str()?.to_string()))
-            .collect()
-    };
+    let sandboxes = |c: &RealCluster| created_sandboxes(c, &uid);
     let first = sandboxes(c).pop().expect("the pod's sandbox");
     // the sandbox stops behind the node's back: it turns NOTREADY and the node makes a new one
     let endpoint = std::fs::read_to_string(c.dir.join("runtime-endpoint")).unwrap();
@@ -522,4 +518,139 @@ fn ephemeral_containers_added_to_a_running_pod_run_once_and_a_target_shares_its_
         "StartContainer records of the untargeted container"
     );
     let _ = admin.run(pods.delete("debugged", &Default::default()));
+}
+
+/// A bound pod (restartPolicy Always) whose container `main` exits 3 on its first run and
+/// sleeps on every later one (a marker in an emptyDir, which outlives the container).
+fn exits_once_pod(name: &str, host_network: bool) -> Pod {
+    let script = "if [ -e /mark/ran ]; then exec sleep 3600; fi; touch /mark/ran; exit 3";
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": NODE,
+            "hostNetwork": host_network,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 1,
+            "restartPolicy": "Always",
+            "volumes": [{"name": "mark", "emptyDir": {}}],
+            "containers": [{
+                "name": "main", "image": IMAGE, "command": ["sh", "-c", script],
+                "volumeMounts": [{"name": "mark", "mountPath": "/mark"}]
+            }]
+        }
+    }))
+    .unwrap()
+}
+
+/// Creates `pod`; the pod IP it first shows, and the pod once its container exited (code
+/// 3) and runs again.
+fn restarted_once(admin: &support::real_cluster::Kube, pod: &Pod) -> (Ipv4Addr, Pod) {
+    let pods = admin.api::<Pod>("default");
+    let name = pod.metadata.name.clone().unwrap();
+    admin.run(pods.create(&PostParams::default(), pod)).unwrap();
+    let first_ip = admin.wait_for(&format!("{name} with a pod IP"), 120, |k| {
+        pod_ip(&k.run(pods.get(&name)).ok()?)
+    });
+    let again = admin.wait_for(&format!("{name} running again after its exit"), 120, |k| {
+        let p = k.run(pods.get(&name)).ok()?;
+        let s = main_status(&p)?;
+        s.state.as_ref()?.running.as_ref()?;
+        let last = s.last_state.as_ref()?.terminated.as_ref()?;
+        (s.restart_count >= 1 && last.exit_code == 3).then_some(p)
+    });
+    (first_ip, again)
+}
+
+/// Pod `uid`'s one sandbox: the only one the node created (its ledger) and the only one
+/// containerd holds, READY, with both of the pod's containers (the exited first run and the
+/// running second one) in it.
+fn the_one_sandbox_of_both_runs(c: &RealCluster, uid: &str) -> String {
+    use ledgerlet::cri::v1::{ContainerState, PodSandboxState};
+    let created = created_sandboxes(c, uid);
+    assert_eq!(created.len(), 1, "sandboxes the node created: {created:?}");
+    let (sandboxes, containers) = in_containerd(c, uid);
+    assert_eq!(sandboxes.len(), 1, "sandboxes in containerd: {sandboxes:?}");
+    assert_eq!(sandboxes[0].id, created[0]);
+    assert_eq!(sandboxes[0].state, PodSandboxState::SandboxReady as i32);
+    let mut states: Vec<i32> = containers.iter().map(|ct| ct.state).collect();
+    states.sort();
+    assert_eq!(
+        states,
+        [
+            ContainerState::ContainerRunning as i32,
+            ContainerState::ContainerExited as i32
+        ],
+        "{containers:?}"
+    );
+    for ct in &containers {
+        assert_eq!(ct.pod_sandbox_id, created[0], "{ct:?}");
+    }
+    created[0].clone()
+}
+
+/// RT-03, RT-09 on containerd: a container that exits under restartPolicy Always is
+/// restarted in the pod's sandbox: the same sandbox (no second one in the ledger or in
+/// containerd), the same pod IP, a new container with restartCount 1.
+#[test]
+fn a_restarted_container_keeps_its_pods_sandbox_and_pod_ip() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let (first_ip, again) = restarted_once(&admin, &exits_once_pod("reuse", false));
+    let uid = again.metadata.uid.clone().unwrap();
+    assert_eq!(
+        pod_ip(&again),
+        Some(first_ip),
+        "the pod IP after the restart"
+    );
+    assert_eq!(main_status(&again).unwrap().restart_count, 1);
+    the_one_sandbox_of_both_runs(c, &uid);
+    let _ = admin.run(
+        admin
+            .api::<Pod>("default")
+            .delete("reuse", &Default::default()),
+    );
+}
+
+/// RT-09 on containerd: a host-network pod's sandbox reports a network status with an
+/// empty IP, which recreates the sandbox of a pod with its own network but not this one:
+/// its restarted container runs in the same sandbox, and its pod IP stays the node's IP.
+#[test]
+fn a_host_network_pods_sandbox_without_an_ip_is_kept_when_its_container_restarts() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let (first_ip, again) = restarted_once(&admin, &exits_once_pod("reuse-host", true));
+    let uid = again.metadata.uid.clone().unwrap();
+    let host_ip = again.status.as_ref().unwrap().host_ip.clone();
+    assert_eq!(
+        host_ip.as_deref(),
+        Some("127.0.0.1"),
+        "the node's --node-ip"
+    );
+    assert_eq!(first_ip.to_string(), "127.0.0.1", "the host IP as pod IP");
+    assert_eq!(
+        pod_ip(&again),
+        Some(first_ip),
+        "the pod IP after the restart"
+    );
+    assert_eq!(main_status(&again).unwrap().restart_count, 1);
+    let sandbox = the_one_sandbox_of_both_runs(c, &uid);
+    // the node saw the empty IP RT-09 is about, on the host-network sandbox it kept
+    let observed = pod_records(c, &uid)
+        .into_iter()
+        .filter(|(kind, _)| kind == "RuntimeStatusObserved")
+        .flat_map(|(_, e)| {
+            e["status"]["sandboxes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .find(|s| s["id"] == sandbox.as_str())
+        .expect("a runtime status with the sandbox");
+    assert_eq!(observed["ip"], "", "{observed}");
+    assert_eq!(observed["host_network"], true, "{observed}");
+    let _ = admin.run(
+        admin
+            .api::<Pod>("default")
+            .delete("reuse-host", &Default::default()),
+    );
 }

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod containerd;
 pub mod core_harness;
 pub mod fault_proxy;
+pub mod node_shutdown;
 pub mod on_containerd;
 pub mod real_cluster;
 pub mod runtime_process;

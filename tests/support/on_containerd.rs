@@ -99,3 +99,65 @@ pub fn pod_records(c: &RealCluster, uid: &str) -> Vec<(String, serde_json::Value
         })
         .collect()
 }
+
+/// What containerd itself holds for pod `uid` (CRI `ListPodSandbox` and `ListContainers` by
+/// the `io.kubernetes.pod.uid` label, as `crictl pods` / `crictl ps -a` show it): its
+/// sandboxes and containers, in containerd's order.
+pub fn in_containerd(
+    c: &RealCluster,
+    uid: &str,
+) -> (
+    Vec<ledgerlet::cri::v1::PodSandbox>,
+    Vec<ledgerlet::cri::v1::Container>,
+) {
+    use ledgerlet::cri::{v1, CriClient, CriClientOptions};
+    let endpoint = std::fs::read_to_string(c.dir.join("runtime-endpoint")).expect("containerd");
+    let by_uid = [("io.kubernetes.pod.uid".to_string(), uid.to_string())];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let cri = CriClient::connect(endpoint.trim(), CriClientOptions::default())
+            .await
+            .expect("connect to containerd");
+        let sandboxes = cri
+            .list_pod_sandbox(Some(v1::PodSandboxFilter {
+                label_selector: by_uid.clone().into(),
+                ..Default::default()
+            }))
+            .await
+            .expect("ListPodSandbox");
+        let containers = cri
+            .list_containers(Some(v1::ContainerFilter {
+                label_selector: by_uid.into(),
+                ..Default::default()
+            }))
+            .await
+            .expect("ListContainers");
+        (sandboxes, containers)
+    })
+}
+
+/// The live processes whose cgroup path names `id` (a container or sandbox of containerd's,
+/// whose runc cgroup is named by its id): none once it is really stopped.
+pub fn processes_of(id: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|c| c.contains(id))
+        })
+        .collect()
+}
+
+/// The sandbox ids of pod `uid` the node created (its ledger's `create_sandbox` outcomes).
+pub fn created_sandboxes(c: &RealCluster, uid: &str) -> Vec<String> {
+    pod_records(c, uid)
+        .iter()
+        .filter(|(_, e)| e["action"] == "create_sandbox" && e["outcome"]["result"] == "ok")
+        .filter_map(|(_, e)| Some(e["outcome"]["id"].as_str()?.to_string()))
+        .collect()
+}
