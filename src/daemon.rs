@@ -59,6 +59,8 @@ pub struct RunOptions {
     pub pod_manifest_path: Option<PathBuf>,
     /// How often the manifest directory is rescanned.
     pub manifest_check_period_ms: u64,
+    /// How often `emptyDir`s with a `sizeLimit` are measured (`evictionMonitoringPeriod`).
+    pub eviction_monitoring_period_ms: u64,
     /// A kubeconfig: join that cluster (`None`: standalone, static pods only).
     pub kubeconfig: Option<PathBuf>,
     /// API client rate limit (kubelet `--kube-api-qps`/`--kube-api-burst`).
@@ -532,6 +534,9 @@ impl Daemon {
         .with_refresh_period(Duration::from_millis(opts.core.resync_interval_ms));
         executor = executor.with_projector(projector.clone());
         tokio::spawn(projector.run());
+        let empty_dirs = crate::shell::empty_dir_usage::EmptyDirUsage::default();
+        executor = executor.with_empty_dir_usage(empty_dirs.clone());
+        tokio::spawn(empty_dirs.run(opts.eviction_monitoring_period_ms, report.clone()));
         let daemon = Daemon {
             engine,
             executor,

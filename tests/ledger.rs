@@ -172,6 +172,11 @@ fn one_of_each_kind() -> Vec<Event> {
                 ..Default::default()
             }],
         }),
+        Event::VolumeUsageObserved(ledgerlet::core::record::event::VolumeUsageObserved {
+            uid: Uid::new("u-9"),
+            volume: "scratch".into(),
+            used_bytes: 4 << 20,
+        }),
     ]
 }
 

@@ -378,3 +378,63 @@ fn a_deleted_configmap_keeps_its_files_and_the_container_restarts() {
     });
     assert!(text.lines().all(|l| l == "kept"), "{text:?}");
 }
+
+/// EV-01 on containerd: a pod writing 4 MiB into an `emptyDir` with `sizeLimit: 1Mi` is
+/// evicted as the kubelet's eviction manager does it (Failed/Evicted, the kubelet's message,
+/// DisruptionTarget, a Warning `Evicted` event), while a pod within its limit keeps running.
+#[test]
+fn an_empty_dir_over_its_size_limit_evicts_its_pod_and_one_within_it_keeps_running() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let scratch = |name: &str, mib: u32| {
+        pod_with_volumes(
+            name,
+            &format!("dd if=/dev/zero of=/scratch/fill bs=1048576 count={mib} && sync; sleep 3600"),
+            serde_json::json!([{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}]),
+            serde_json::json!([{"name": "scratch", "mountPath": "/scratch"}]),
+            serde_json::json!([]),
+        )
+    };
+    let pods = admin.api::<Pod>(NS);
+    for (name, mib) in [("outgrown", 4), ("within", 0)] {
+        admin
+            .run(pods.create(&PostParams::default(), &scratch(name, mib)))
+            .unwrap();
+    }
+    let message = "Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". ";
+    let p = admin.wait_for("outgrown evicted", 120, |k| {
+        let p = k.run(pods.get("outgrown")).ok()?;
+        (phase(&p) == Some("Failed")).then_some(p)
+    });
+    let s = p.status.as_ref().unwrap();
+    assert_eq!(s.reason.as_deref(), Some("Evicted"), "{s:?}");
+    assert_eq!(s.message.as_deref(), Some(message));
+    let dt = s
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .unwrap_or_else(|| panic!("no DisruptionTarget: {s:?}"));
+    assert_eq!(
+        (dt.status.as_str(), dt.reason.as_deref()),
+        ("True", Some("TerminationByKubelet"))
+    );
+    let events = admin.api::<Event>(NS);
+    admin.wait_for("the Warning Evicted event", 60, |k| {
+        let params = ListParams::default().fields("involvedObject.name=outgrown");
+        let list = k.run(events.list(&params)).ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("Evicted")
+                    && e.message.as_deref() == Some(message)
+            })
+            .then_some(())
+    });
+    let within = running(&admin, "within");
+    assert!(main_status(&within).is_some_and(|s| s.restart_count == 0));
+    for name in ["outgrown", "within"] {
+        let _ = admin.run(pods.delete(name, &Default::default()));
+    }
+}

@@ -62,6 +62,10 @@ pub struct RunArgs {
     /// How often the manifest path is rescanned.
     #[arg(long, default_value_t = 1000)]
     manifest_check_period_ms: u64,
+    /// How often `emptyDir` volumes with a `sizeLimit` are measured (a volume above its
+    /// limit evicts its pod); the kubelet's evictionMonitoringPeriod.
+    #[arg(long, default_value_t = crate::shell::empty_dir_usage::DEFAULT_PERIOD_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    eviction_monitoring_period_ms: u64,
     /// CRI endpoint (e.g. unix:///run/containerd/containerd.sock). Without it, an embedded
     /// runtime that runs containers as host processes is started under --root-dir.
     #[arg(long)]
@@ -293,6 +297,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             burst: args.event_burst,
         },
         manifest_check_period_ms: args.manifest_check_period_ms,
+        eviction_monitoring_period_ms: args.eviction_monitoring_period_ms,
         container_runtime_endpoint: args.container_runtime_endpoint,
         runtime_request_timeout_ms: args.runtime_request_timeout_ms,
         max_wait_for_container_runtime_ms: args.max_wait_for_container_runtime_ms,

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use super::admission::{can_admit_pod, needs_other_pods, Admission, NodeView};
 use super::command::{Command, EventType, KubeEvent, ObjectRef};
 use super::config::PodSource;
+use super::empty_dir_eviction;
 use super::merge::SortedCursor;
 use super::node::Node;
 use super::node_shutdown;
@@ -24,7 +25,9 @@ use super::pod_workers::{Cx, PodWorkerState};
 use super::timers::TimerKey;
 use super::uid::Uid;
 use super::update::{UpdatePod, UpdateType};
-use crate::core::record::event::{PlegEvent, PlegEventKind, PodRejected, SyncKnownPods};
+use crate::core::record::event::{
+    PlegEvent, PlegEventKind, PodRejected, SyncKnownPods, VolumeUsageObserved,
+};
 use crate::core::record::{Event, Time};
 
 /// The node's OS before the machine is observed (the only one ledgerlet runs on).
@@ -501,6 +504,42 @@ impl Node {
 
 /// Appends the kill of a pod by the node shutdown: `grace_s` overrides its grace period
 /// when set, and its status ends as [`node_shutdown::status_override`] says.
+impl Node {
+    /// An `emptyDir` measured above its `sizeLimit` (`emptyDirLimitEviction`): the pod is
+    /// evicted at once (grace 0, so the pod workers' minimum) with the eviction status and a
+    /// Warning `Evicted` event, unless it is gone, already being stopped, or critical.
+    pub(super) fn handle_volume_usage(
+        &mut self,
+        usage: &VolumeUsageObserved,
+        now: Time,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(p) = self.pod_manager.get(&usage.uid).cloned() else {
+            return;
+        };
+        if self.pod_workers.is_pod_termination_requested(&usage.uid) {
+            return;
+        }
+        let Some(message) = empty_dir_eviction::verdict(&p, usage) else {
+            return;
+        };
+        out.push(Command::RecordEvent(KubeEvent {
+            object: ObjectRef::pod(&p),
+            event_type: EventType::Warning,
+            reason: empty_dir_eviction::REASON.into(),
+            message: message.clone(),
+        }));
+        let mut u = UpdatePod::for_pod(UpdateType::Kill, p);
+        u.start_time = Some(now);
+        u.kill = Some(super::update::KillPodOptions {
+            grace_period_override_s: Some(0),
+            status_override: Some(Box::new(empty_dir_eviction::status_override(&message))),
+            ..Default::default()
+        });
+        out.push(Command::Append(Event::UpdatePod(u)));
+    }
+}
+
 fn kill_for_shutdown(p: &Arc<Pod>, grace_s: Option<i64>, now: Time, out: &mut Vec<Command>) {
     let mut u = UpdatePod::for_pod(UpdateType::Kill, p.clone());
     u.start_time = Some(now);

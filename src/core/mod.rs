@@ -16,6 +16,7 @@ pub mod backoff;
 pub mod command;
 pub mod config;
 mod dispatch;
+pub mod empty_dir_eviction;
 pub mod fold_log;
 pub mod housekeeping_memo;
 pub mod jitter;

@@ -268,6 +268,7 @@ impl Node {
             }
             Event::StatusSyncFinished(f) => self.on_status_sync_finished(f, out),
             Event::NodeObserved(n) => self.api_node = Some(n.clone()),
+            Event::VolumeUsageObserved(u) => self.handle_volume_usage(u, now, out),
             Event::NodeInfoObserved(n) => self.node_status.on_node_info(ncx!(self, now, out), n),
             Event::RuntimeHealth(h) => self.node_status.on_runtime_health(ncx!(self, now, out), h),
             Event::ProbeFinished(f) => self.probe_finished(f, record.seq, now, out),

@@ -70,6 +70,7 @@ fn own_heap_bytes(r: &Record) -> usize {
     match &r.event {
         Event::ConfigApplied(c) => c.config.node_name.len() + c.config.sources.len(),
         Event::SourceReady(_) | Event::NodeShutdown(_) => 0,
+        Event::VolumeUsageObserved(u) => uid(&u.uid) + u.volume.len(),
         Event::PodAdded(_)
         | Event::PodUpdated(_)
         | Event::PodRemoved(_)

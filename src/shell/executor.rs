@@ -76,6 +76,8 @@ pub struct Executor {
     /// Whether pods get their cgroup under `/kubepods` (`super::pod_cgroups`); not on a
     /// runtime without cgroups (the embedded one).
     pod_cgroups: bool,
+    /// The `emptyDir`s with a `sizeLimit` the eviction monitor measures.
+    empty_dirs: super::empty_dir_usage::EmptyDirUsage,
 }
 
 struct Step<'a> {
@@ -152,6 +154,7 @@ impl Executor {
             runtime_classes: Default::default(),
             pull_secrets: Default::default(),
             pod_cgroups: true,
+            empty_dirs: Default::default(),
         }
     }
 
@@ -174,6 +177,15 @@ impl Executor {
     /// with `projector`.
     pub fn with_projector(mut self, projector: super::projected::Projector) -> Executor {
         self.projector = projector;
+        self
+    }
+
+    /// The same executor registering the pods it syncs with the `emptyDir` usage monitor.
+    pub fn with_empty_dir_usage(
+        mut self,
+        empty_dirs: super::empty_dir_usage::EmptyDirUsage,
+    ) -> Executor {
+        self.empty_dirs = empty_dirs;
         self
     }
 
@@ -277,6 +289,7 @@ impl Executor {
     /// `context.WithoutCancel`), a cancellation does not interrupt container starts.
     pub async fn sync_pod(self, cmd: SyncPodCommand, cause: u64) {
         let (_token, step) = self.register(&cmd.uid, cmd.sync_id, cause);
+        self.empty_dirs.watch(&self.ctx.pods_dir, &cmd.pod);
         let outcome = self.run_plan(&step, &cmd).await;
         self.finish(&cmd.uid, cmd.sync_id, WorkType::Sync, outcome, cause)
             .await;
@@ -1205,6 +1218,7 @@ impl Executor {
     /// Tears the pod's volumes down (its projected volumes are no longer refreshed).
     fn remove_volumes(&self, uid: &Uid) -> Result<(), String> {
         self.projector.forget_pod(uid.as_str());
+        self.empty_dirs.forget(uid.as_str());
         let removed = super::volumes::remove_pod(&self.ctx.pods_dir, uid.as_str());
         if let Err(e) = &removed {
             tracing::warn!(uid = %uid.as_str(), error = %e, "cannot remove the pod's volumes");

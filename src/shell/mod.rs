@@ -8,6 +8,7 @@ pub mod api;
 pub mod container_resources;
 pub mod cri_config;
 pub mod dns;
+pub mod empty_dir_usage;
 pub mod env;
 pub mod etc_hosts;
 pub mod events;

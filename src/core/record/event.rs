@@ -412,6 +412,19 @@ pub struct StatusSyncFinished {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeShutdown {}
 
+/// The shell measured a pod's `emptyDir` volume above the `sizeLimit` it was set up with
+/// (the eviction manager's input, `emptyDirLimitEviction`): measured every
+/// `eviction_monitoring_period_ms`, reported once per volume. The core decides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeUsageObserved {
+    /// The pod.
+    pub uid: Uid,
+    /// The volume's name in the pod spec.
+    pub volume: String,
+    /// Bytes in use (allocated blocks, each hard-linked file once).
+    pub used_bytes: u64,
+}
+
 /// A timer armed by `SetTimer` fired.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimerFired {
@@ -612,6 +625,8 @@ events! {
     ProbeResult(crate::core::probes::ProbeResult),
     /// The Node object's labels or taints changed in the API server.
     NodeObserved(NodeObserved),
+    /// A pod's `emptyDir` was measured above its `sizeLimit`.
+    VolumeUsageObserved(VolumeUsageObserved),
 }
 
 /// Where an event holds its pod's UID (see [`Event::pod_uid_ref`]).
@@ -678,6 +693,7 @@ impl Event {
             Event::NodeSyncFinished(e) => e.uid.as_ref().map(UidRef::Uid),
             Event::ProbeFinished(e) => Some(UidRef::Uid(&e.uid)),
             Event::ProbeResult(e) => Some(UidRef::Uid(&e.uid)),
+            Event::VolumeUsageObserved(e) => Some(UidRef::Uid(&e.uid)),
             Event::NodeInfoObserved(_) | Event::RuntimeHealth(_) | Event::NodeObserved(_) => None,
             Event::ConfigApplied(_)
             | Event::SourceReady(_)
