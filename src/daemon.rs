@@ -78,6 +78,8 @@ pub struct RunOptions {
     pub address: IpAddr,
     /// HTTP port (`--read-only-port`, 10255; 0 picks a free port).
     pub read_only_port: u16,
+    /// Containers without a seccomp profile get `RuntimeDefault` (`--seccomp-default`).
+    pub seccomp_default: bool,
     /// `--kube-reserved` and `--system-reserved`, subtracted from the node's allocatable.
     pub reserved: crate::shell::machine::allocatable::Reservations,
     /// Core knobs (timings, limits); `node_name` and `sources` are filled in here.
@@ -511,6 +513,7 @@ impl Daemon {
                 pods_dir: opts.root_dir.join("pods"),
                 dns: opts.dns.clone(),
                 managed_files: opts.container_runtime_endpoint.is_some(),
+                seccomp_default: opts.seccomp_default,
             },
             report.clone(),
         );

@@ -110,6 +110,15 @@ pub struct RunArgs {
     /// allocatable (kubelet --system-reserved), in the syntax of --kube-reserved.
     #[arg(long, value_parser = crate::shell::machine::allocatable::parse_reserved, default_value = "")]
     system_reserved: crate::shell::machine::allocatable::Reserved,
+    /// Unsafe sysctls (or prefixes ending in `*`) pods may set beyond the safe set,
+    /// comma-separated (kubelet --allowed-unsafe-sysctls), e.g. 'kernel.msg*,net.core.somaxconn'.
+    /// Only namespaced sysctls: net.*, fs.mqueue.*, kernel.sem, kernel.shm*, kernel.msg*.
+    #[arg(long, value_delimiter = ',', value_name = "SYSCTL,...", value_parser = parse_sysctl_pattern)]
+    allowed_unsafe_sysctls: Vec<String>,
+    /// Run containers without a seccomp profile with the runtime's default profile
+    /// (RuntimeDefault) instead of Unconfined (kubelet --seccomp-default).
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    seccomp_default: bool,
     /// First CrashLoopBackOff delay.
     #[arg(long, default_value_t = 10_000)]
     crash_loop_backoff_initial_ms: u64,
@@ -201,6 +210,17 @@ pub struct RunArgs {
     resolv_conf: String,
     #[command(flatten)]
     tracing: super::tracing_args::TracingArgs,
+}
+
+/// One entry of `--allowed-unsafe-sysctls`, refused as the kubelet refuses it at start-up
+/// (empty entries are dropped later).
+fn parse_sysctl_pattern(s: &str) -> Result<String, String> {
+    if !s.is_empty() {
+        let one = [s.to_string()];
+        crate::core::admission::sysctls::validate_allowed_unsafe(&one)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(s.to_string())
 }
 
 pub fn run(args: RunArgs) -> ExitCode {
@@ -303,6 +323,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         max_wait_for_container_runtime_ms: args.max_wait_for_container_runtime_ms,
         address: args.address,
         read_only_port: args.read_only_port,
+        seccomp_default: args.seccomp_default,
         reserved: crate::shell::machine::allocatable::Reservations {
             kube: args.kube_reserved,
             system: args.system_reserved,
@@ -320,6 +341,11 @@ pub fn run(args: RunArgs) -> ExitCode {
             status_sync_max_in_flight: args.status_sync_max_in_flight,
             shutdown_grace_period_s: args.shutdown_grace_period,
             shutdown_grace_period_critical_pods_s: args.shutdown_grace_period_critical_pods,
+            allowed_unsafe_sysctls: args
+                .allowed_unsafe_sysctls
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect(),
             ..CoreConfig::default()
         },
         ledger: LedgerConfig {

@@ -86,6 +86,11 @@ pub struct CoreConfig {
     /// so ledgers of hosts without AppArmor read as before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub apparmor_enabled: bool,
+    /// Sysctls, or prefixes ending in `*`, a pod may set beyond the safe set (kubelet
+    /// `--allowed-unsafe-sysctls`; `core::admission::sysctls`). Only namespaced sysctls;
+    /// written only when set, so earlier ledgers read as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// The node lifecycle's timings (`core::node_status`), with the kubelet's defaults.
@@ -146,6 +151,7 @@ impl Default for CoreConfig {
             shutdown_grace_period_critical_pods_s: 0,
             node_lifecycle: Box::default(),
             apparmor_enabled: false,
+            allowed_unsafe_sysctls: Vec::new(),
         }
     }
 }
@@ -248,6 +254,16 @@ impl CoreConfig {
                 why: "must be at least node_register_backoff_initial_ms",
             });
         }
+        for pattern in &self.allowed_unsafe_sysctls {
+            let one = std::slice::from_ref(pattern);
+            if let Err(e) = super::admission::sysctls::validate_allowed_unsafe(one) {
+                return Err(ConfigError {
+                    field: "allowed_unsafe_sysctls",
+                    value: pattern.clone(),
+                    why: e.why(),
+                });
+            }
+        }
         Ok(())
     }
 }
@@ -340,6 +356,42 @@ mod tests {
         assert_eq!(l.node_status_report_frequency_ms, 60_000);
         assert_eq!(l.node_status_update_frequency_ms, 10_000);
         assert_eq!(partial.max_pods, 110);
+    }
+
+    #[test]
+    fn an_allowed_unsafe_sysctl_that_is_not_a_namespaced_pattern_is_rejected_by_name() {
+        let with = |list: &[&str]| CoreConfig {
+            allowed_unsafe_sysctls: list.iter().map(|s| s.to_string()).collect(),
+            ..CoreConfig::default()
+        };
+        assert!(with(&["kernel.msg*", "net.core.somaxconn"])
+            .validate()
+            .is_ok());
+        let e = with(&["kernel.msg*", "vm.*"]).validate().unwrap_err();
+        assert_eq!(
+            (e.field, e.value.as_str()),
+            ("allowed_unsafe_sysctls", "vm.*")
+        );
+        assert!(e.to_string().contains("not known to be namespaced"), "{e}");
+        let e = with(&["net.*.x"]).validate().unwrap_err();
+        assert_eq!(
+            (e.field, e.value.as_str()),
+            ("allowed_unsafe_sysctls", "net.*.x")
+        );
+        assert!(e.to_string().contains("pattern ending in `*`"), "{e}");
+    }
+
+    #[test]
+    fn allowed_unsafe_sysctls_are_left_out_of_the_record_when_unset() {
+        let v = serde_json::to_value(CoreConfig::default()).unwrap();
+        assert!(v.get("allowed_unsafe_sysctls").is_none());
+        let c = CoreConfig {
+            allowed_unsafe_sysctls: vec!["kernel.msg*".into()],
+            ..CoreConfig::default()
+        };
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["allowed_unsafe_sysctls"][0], "kernel.msg*");
+        assert_eq!(serde_json::from_value::<CoreConfig>(v).unwrap(), c);
     }
 
     #[test]

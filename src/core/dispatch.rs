@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
-use super::admission::{can_admit_pod, needs_other_pods, Admission, NodeView};
+use super::admission::{can_admit_pod, needs_other_pods, sysctls, Admission, NodeView};
 use super::command::{Command, EventType, KubeEvent, ObjectRef};
 use super::config::PodSource;
 use super::empty_dir_eviction;
@@ -91,6 +91,15 @@ impl Node {
     /// collected only when the verdict depends on them (requests, host ports, or a pod
     /// count that may be at its limit; active pods are a subset of the existing ones).
     fn admit(&self, p: &Pod) -> Admission {
+        let machine = self.node_status.machine.as_deref();
+        let node_info = machine
+            .and_then(|m| m.status.as_ref())
+            .and_then(|s| s.node_info.as_ref());
+        let kernel = node_info.map_or("", |i| i.kernel_version.as_str());
+        // the kubelet's sysctl admit handler runs before its predicate admit handler
+        if let Some(verdict) = sysctls::admit(p, &self.config.allowed_unsafe_sysctls, kernel) {
+            return verdict;
+        }
         let may_be_full = self.pod_manager.len() >= self.config.max_pods as usize;
         let active: Vec<&Pod> = if may_be_full || needs_other_pods(p) {
             self.pod_manager
@@ -101,7 +110,6 @@ impl Node {
         } else {
             Vec::new()
         };
-        let machine = self.node_status.machine.as_deref();
         let empty = BTreeMap::new();
         let labels = match (&self.api_node, machine) {
             (Some(api), _) => &api.labels,
@@ -117,10 +125,7 @@ impl Node {
                 .and_then(|m| m.status.as_ref())
                 .and_then(|s| s.allocatable.as_ref()),
             max_pods: self.config.max_pods,
-            os: machine
-                .and_then(|m| m.status.as_ref())
-                .and_then(|s| s.node_info.as_ref())
-                .map_or(DEFAULT_OS, |i| &i.operating_system),
+            os: node_info.map_or(DEFAULT_OS, |i| &i.operating_system),
         };
         can_admit_pod(&node, &active, p)
     }

@@ -67,6 +67,9 @@ pub struct NodeContext {
     /// containers: a runtime with mount namespaces. Not the embedded runtime, whose
     /// containers are host processes.
     pub managed_files: bool,
+    /// A container without a seccomp profile (its own or the pod's) gets the runtime's
+    /// default profile instead of `Unconfined` (kubelet `--seccomp-default`).
+    pub seccomp_default: bool,
 }
 
 /// Why a container configuration could not be built (`CreateContainerConfigError`): the
@@ -296,6 +299,7 @@ fn linux_config(
         resources: Some(resources),
         security_context: Some(super::security_context::container_security_context(
             &super::security_context::seccomp_profile_root(&ctx.pods_dir),
+            ctx.seccomp_default,
             p,
             c,
             namespace_options(p),

@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::cri_config::ConfigError;
+use crate::core::admission::sysctl_names;
 use crate::core::{pod, soft_admission};
 use crate::cri::v1;
 
@@ -176,9 +177,15 @@ fn seccomp_of(
     }
 }
 
-/// `getSeccompProfile`: the container's field, else the pod's, else `Unconfined` (the
-/// kubelet's default without `--seccomp-default`).
-fn seccomp(p: &Pod, c: &Container, root: &Path) -> Result<v1::SecurityProfile, ConfigError> {
+/// `getSeccompProfile`: the container's field, else the pod's, else `RuntimeDefault` with
+/// `--seccomp-default` (`seccomp_default`) and `Unconfined` without.
+fn seccomp(
+    p: &Pod,
+    c: &Container,
+    root: &Path,
+    seccomp_default: bool,
+) -> Result<v1::SecurityProfile, ConfigError> {
+    use v1::security_profile::ProfileType;
     let container = c
         .security_context
         .as_ref()
@@ -189,7 +196,11 @@ fn seccomp(p: &Pod, c: &Container, root: &Path) -> Result<v1::SecurityProfile, C
         (Some(s), _) => seccomp_of(s, root, field),
         (None, Some(s)) => seccomp_of(s, root, "spec.securityContext.seccompProfile"),
         (None, None) => Ok(v1::SecurityProfile {
-            profile_type: v1::security_profile::ProfileType::Unconfined as i32,
+            profile_type: if seccomp_default {
+                ProfileType::RuntimeDefault
+            } else {
+                ProfileType::Unconfined
+            } as i32,
             localhost_ref: String::new(),
         }),
     }
@@ -254,11 +265,13 @@ fn supplemental_groups_policy(p: &Pod) -> i32 {
 }
 
 /// `determineEffectiveSecurityContext`: the CRI security context of container `c`, with
-/// the pod's `namespaces`; `Localhost` seccomp profiles are under `seccomp_root`.
+/// the pod's `namespaces`; `Localhost` seccomp profiles are under `seccomp_root`, and a
+/// container without a profile gets `RuntimeDefault` if `seccomp_default`.
 // the kubelet sets the deprecated AppArmor profile name too, for runtimes that read only it
 #[allow(deprecated)]
 pub fn container_security_context(
     seccomp_root: &Path,
+    seccomp_default: bool,
     p: &Pod,
     c: &Container,
     namespaces: v1::NamespaceOption,
@@ -291,7 +304,7 @@ pub fn container_security_context(
         no_new_privs: sc.allow_privilege_escalation == Some(false),
         masked_paths: paths(&DEFAULT_MASKED_PATHS),
         readonly_paths: paths(&DEFAULT_READONLY_PATHS),
-        seccomp: Some(seccomp(p, c, seccomp_root)?),
+        seccomp: Some(seccomp(p, c, seccomp_root, seccomp_default)?),
         apparmor,
         apparmor_profile,
         ..Default::default()
@@ -354,30 +367,14 @@ pub fn sandbox_security_context(
     }
 }
 
-/// A sysctl name with `/` separators in the dotted form the runtime expects
-/// (`ConvertSysctlVariableToDotsSeparator`: `net/ipv4/ip_forward` → `net.ipv4.ip_forward`,
-/// with dots inside a `/`-separated name becoming slashes).
-fn dotted(name: &str) -> String {
-    let first = name.find(['.', '/']);
-    if first.is_none_or(|i| name.as_bytes()[i] == b'.') {
-        return name.to_string();
-    }
-    name.chars()
-        .map(|ch| match ch {
-            '/' => '.',
-            '.' => '/',
-            other => other,
-        })
-        .collect()
-}
-
-/// The pod's `securityContext.sysctls` for the sandbox.
+/// The pod's `securityContext.sysctls` for the sandbox, `/` separators as dots
+/// (`ConvertPodSysctlsVariableToDotsSeparator`); admission allowed them.
 pub fn sandbox_sysctls(p: &Pod) -> HashMap<String, String> {
     pod_security_context(p)
         .and_then(|s| s.sysctls.as_ref())
         .into_iter()
         .flatten()
-        .map(|s| (dotted(&s.name), s.value.clone()))
+        .map(|s| (sysctl_names::normalize(&s.name), s.value.clone()))
         .collect()
 }
 

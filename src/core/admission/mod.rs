@@ -16,6 +16,8 @@ pub mod affinity;
 pub mod fit;
 pub mod ports;
 pub mod requests;
+pub mod sysctl_names;
+pub mod sysctls;
 pub mod taints;
 
 use std::collections::BTreeMap;

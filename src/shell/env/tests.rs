@@ -11,6 +11,7 @@ fn ctx() -> NodeContext {
         pods_dir: PathBuf::from("/var/lib/ledgerlet/pods"),
         dns: Default::default(),
         managed_files: true,
+        seccomp_default: false,
     }
 }
 

@@ -26,8 +26,14 @@ fn main(p: &Pod) -> &Container {
 }
 
 fn cri(p: &Pod) -> v1::LinuxContainerSecurityContext {
+    cri_with(p, false)
+}
+
+/// The container's CRI security context on a node with `--seccomp-default` as given.
+fn cri_with(p: &Pod, seccomp_default: bool) -> v1::LinuxContainerSecurityContext {
     container_security_context(
         Path::new("/var/lib/kubelet/seccomp"),
+        seccomp_default,
         p,
         main(p),
         Default::default(),
@@ -176,7 +182,7 @@ fn seccomp_comes_from_the_container_else_the_pod_else_unconfined() {
         serde_json::Value::Null,
         json!({"seccompProfile": {"type": "Localhost"}}),
     );
-    let e = container_security_context(Path::new("/s"), &p, main(&p), Default::default());
+    let e = container_security_context(Path::new("/s"), false, &p, main(&p), Default::default());
     assert!(e
         .unwrap_err()
         .to_string()
@@ -186,6 +192,41 @@ fn seccomp_comes_from_the_container_else_the_pod_else_unconfined() {
         .seccomp
         .unwrap();
     assert_eq!(sandbox.profile_type, RuntimeDefault as i32);
+}
+
+#[test]
+fn with_seccomp_default_a_container_without_any_profile_gets_runtime_default() {
+    use serde_json::json;
+    use v1::security_profile::ProfileType::*;
+    let cases = [
+        (json!(null), json!(null), RuntimeDefault),
+        (
+            json!({"seccompProfile": {"type": "Unconfined"}}),
+            json!(null),
+            Unconfined,
+        ),
+        (
+            json!(null),
+            json!({"seccompProfile": {"type": "Unconfined"}}),
+            Unconfined,
+        ),
+        (
+            json!({"seccompProfile": {"type": "Unconfined"}}),
+            json!({"seccompProfile": {"type": "RuntimeDefault"}}),
+            RuntimeDefault,
+        ),
+        (
+            json!(null),
+            json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}),
+            Localhost,
+        ),
+    ];
+    for (psc, csc, want) in cases {
+        let s = cri_with(&pod(psc.clone(), csc.clone()), true)
+            .seccomp
+            .unwrap();
+        assert_eq!(s.profile_type, want as i32, "pod {psc} container {csc}");
+    }
 }
 
 #[test]
