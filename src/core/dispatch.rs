@@ -132,19 +132,23 @@ impl Node {
 
     /// `HandlePodAdditions` for one pod.
     pub(super) fn handle_pod_addition(&mut self, p: &Arc<Pod>, now: Time, out: &mut Vec<Command>) {
-        let admission = if self.shutting_down {
-            Admission::Reject {
-                reason: node_shutdown::REJECT_REASON.into(),
-                message: node_shutdown::REJECT_MESSAGE.into(),
-            }
-        } else if self
+        // the kubelet's admit handlers in order: sysctls, the predicates, then the node
+        // shutdown manager's (so a pod that fails a check is rejected for that, even while
+        // the node shuts down)
+        let admission = if self
             .pod_workers
             .status_by_str(pod::uid_str(p))
             .is_some_and(|s| s.is_termination_requested())
         {
             Admission::Admit
         } else {
-            self.admit(p)
+            match self.admit(p) {
+                Admission::Admit if self.shutting_down => Admission::Reject {
+                    reason: node_shutdown::REJECT_REASON.into(),
+                    message: node_shutdown::REJECT_MESSAGE.into(),
+                },
+                verdict => verdict,
+            }
         };
         let uid = self.canonical_uid(&pod::uid(p));
         self.pod_manager.upsert(uid, p.clone());
