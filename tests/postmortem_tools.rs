@@ -240,13 +240,17 @@ fn explain_names_the_failed_status_writes_that_made_a_status_late() {
     // the agent has seen its Running status acknowledged (the API showing it is not enough:
     // cutting the connection whose response is still on its way would make the agent retry
     // it, and explain would rightly name the Running status as the late one)
-    agent.wait_for("job Running in the API, acknowledged to the agent", 60, |a| {
-        let node = a.state();
-        let caught_up = node.statuses.iter().any(|(_, v)| {
-            v.status.phase.as_deref() == Some("Running") && v.unsynced_since.is_none()
-        });
-        (caught_up && phase() == "Running").then_some(())
-    });
+    agent.wait_for(
+        "job Running in the API, acknowledged to the agent",
+        60,
+        |a| {
+            let node = a.state();
+            let caught_up = node.statuses.iter().any(|(_, v)| {
+                v.status.phase.as_deref() == Some("Running") && v.unsynced_since.is_none()
+            });
+            (caught_up && phase() == "Running").then_some(())
+        },
+    );
     // every request answered 500 until three status syncs have failed
     proxy.status_500(true);
     std::fs::write(&gate, b"").unwrap();
