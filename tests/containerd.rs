@@ -436,24 +436,38 @@ spec:
         vec![mem.to_string_lossy().to_string()]
     );
 
-    let bad = agent.wait_for("badvol: CreateContainerConfigError", 30, |a| {
-        let p = a.pod("badvol")?;
-        (waiting_reason(&p, "main")? == "CreateContainerConfigError").then_some(p)
+    // the hostPath type check fails as the kubelet's volume mount does: the FailedMount
+    // warning, no sandbox, the container waiting in ContainerCreating
+    let mount_failed = format!(
+        "MountVolume.SetUp failed for volume \"data\" : hostPath type check failed: {} is not a \
+         directory",
+        missing.display()
+    );
+    agent.wait_for("badvol's FailedMount warning", 30, |a| {
+        a.ledger_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .any(|r| {
+                let e = &r["event"];
+                e["action"] == "pod_config_warning"
+                    && e["reason"] == "FailedMount"
+                    && e["message"] == mount_failed.as_str()
+            })
+            .then_some(())
     });
-    let msg = container(&bad, "main")
-        .unwrap()
-        .state
-        .clone()
-        .unwrap()
-        .waiting
-        .unwrap()
-        .message
-        .unwrap();
+    let bad = agent.pod("badvol").expect("badvol");
+    assert_eq!(phase(&bad), "Pending");
+    assert_eq!(
+        waiting_reason(&bad, "main").as_deref(),
+        Some("ContainerCreating")
+    );
+    let bad_uid = bad.metadata.uid.clone().unwrap();
     assert!(
-        msg.contains("spec.volumes[0].hostPath.type")
-            && msg.contains("\"data\"")
-            && msg.contains("is not a directory"),
-        "{msg}"
+        !agent
+            .ledger_text()
+            .lines()
+            .any(|l| l.contains("\"create_sandbox\"") && l.contains(&bad_uid)),
+        "no sandbox for a pod whose volume cannot be set up"
     );
 
     // the pod goes: its volumes go with it (hostPath contents stay)

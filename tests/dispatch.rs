@@ -381,6 +381,80 @@ fn am_01_a_rejected_pod_is_failed_and_a_later_update_does_not_start_it() {
     assert_eq!(status.status.phase.as_deref(), Some("Failed"));
 }
 
+/// AM-03 through dispatch: an extended resource is allocatable once the API server's Node
+/// has it in allocatable (`NodeObserved`): requests count against it next to the running
+/// pods' (`OutOfexample.com/widget`), and one the node does not advertise is dropped.
+#[test]
+fn am_03_extended_resources_in_the_observed_nodes_allocatable_are_admitted_up_to_it() {
+    use k8s_openapi::api::core::v1::{Node as ApiNode, NodeStatus, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use ledgerlet::core::record::event::{NodeInfoObserved, NodeObserved};
+    let mut h = Harness::with_config(CoreConfig {
+        node_name: "node".into(),
+        sources: vec![PodSource::Api],
+        ..CoreConfig::default()
+    });
+    let allocatable = [("cpu", "1"), ("memory", "1Gi"), ("pods", "110")]
+        .map(|(k, v)| (k.to_string(), Quantity(v.into())));
+    h.submit(Event::NodeInfoObserved(NodeInfoObserved {
+        node: Arc::new(ApiNode {
+            status: Some(NodeStatus {
+                allocatable: Some(allocatable.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }));
+    let widgets = [("example.com/widget".to_string(), Quantity("2".into()))];
+    h.submit(Event::NodeObserved(NodeObserved {
+        extended_capacity: widgets.clone().into(),
+        extended_allocatable: widgets.into(),
+        ..Default::default()
+    }));
+    h.submit(Event::SourceReady(SourceReady {
+        source: PodSource::Api,
+    }));
+    let requesting = |name: &str, resource: &str, n: &str| {
+        let mut p = (*pod(name, name, "ns").build()).clone();
+        p.spec.as_mut().unwrap().containers[0].resources = Some(ResourceRequirements {
+            requests: Some([(resource.to_string(), Quantity(n.into()))].into()),
+            ..Default::default()
+        });
+        Arc::new(p)
+    };
+    h.submit(added(
+        PodSource::Api,
+        &requesting("one", "example.com/widget", "1"),
+    ));
+    assert_eq!(rejection_reason(&h, "one"), None);
+    h.submit(added(
+        PodSource::Api,
+        &requesting("two", "example.com/widget", "2"),
+    ));
+    let status = h
+        .node()
+        .statuses
+        .get(&uid("two"))
+        .expect("a status for two");
+    assert_eq!(
+        status.status.reason.as_deref(),
+        Some("OutOfexample.com/widget")
+    );
+    assert_eq!(
+        status.status.message.as_deref(),
+        Some(
+            "Pod was rejected: Node didn't have enough resource: example.com/widget, requested: \
+             2, used: 1, capacity: 2"
+        )
+    );
+    h.submit(added(
+        PodSource::Api,
+        &requesting("elsewhere", "other.example/gadget", "5"),
+    ));
+    assert_eq!(rejection_reason(&h, "elsewhere"), None);
+    assert!(h.has_status("elsewhere"), "admitted");
+}
+
 fn rejection_reason(h: &Harness, u: &str) -> Option<String> {
     let status = h.node().statuses.get(&uid(u))?;
     (status.status.phase.as_deref() == Some("Failed"))
@@ -428,8 +502,8 @@ fn am_06_admission_reads_the_machines_allocatable_and_the_observed_nodes_taints(
         ..Default::default()
     };
     h.submit(Event::NodeObserved(NodeObserved {
-        labels: Default::default(),
         taints: vec![taint("NoSchedule"), taint("NoExecute")],
+        ..Default::default()
     }));
     h.submit(added(PodSource::Api, &pod("t1", "t1", "ns").build()));
     assert_eq!(
@@ -437,8 +511,8 @@ fn am_06_admission_reads_the_machines_allocatable_and_the_observed_nodes_taints(
         Some("TaintToleration")
     );
     h.submit(Event::NodeObserved(NodeObserved {
-        labels: Default::default(),
         taints: vec![taint("NoSchedule")],
+        ..Default::default()
     }));
     h.submit(added(PodSource::Api, &pod("t2", "t2", "ns").build()));
     assert!(

@@ -171,6 +171,12 @@ fn one_of_each_kind() -> Vec<Event> {
                 effect: "NoExecute".into(),
                 ..Default::default()
             }],
+            extended_capacity: [(
+                "example.com/widget".to_string(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()),
+            )]
+            .into(),
+            extended_allocatable: Default::default(),
         }),
         Event::VolumeUsageObserved(ledgerlet::core::record::event::VolumeUsageObserved {
             uid: Uid::new("u-9"),

@@ -2,7 +2,8 @@
 //! straight to the node (`spec.nodeName`, bypassing the scheduler) that the kubelet would
 //! refuse end Failed with its reason and message and a Warning Event, and stay so; the Node
 //! reports its allocatable net of `--kube-reserved`, `--system-reserved` and the hard
-//! eviction thresholds.
+//! eviction thresholds, keeps an extended resource an admin advertised, and holds at most
+//! `--max-pods` active pods; a static pod is exempt from the `NoExecute` taints.
 
 mod support;
 
@@ -19,13 +20,16 @@ use support::real_cluster::{Kube, RealCluster};
 const NODE: &str = "adm-node";
 const KUBE_RESERVED: &str = "--kube-reserved=cpu=100m,memory=100Mi,ephemeral-storage=1Gi";
 const SYSTEM_RESERVED: &str = "--system-reserved=cpu=50m,memory=50Mi";
+/// Small, so the pod count test can fill the node; the other tests hold a few pods at once.
+const MAX_PODS: usize = 6;
 
 /// Tests that change the node for every pod on it (a taint) or hold part of its allocatable
-/// run alone; the others share the node.
+/// (or all of its pod count) run alone; the others share the node.
 static ALONE: RwLock<()> = RwLock::new(());
 
 fn cluster() -> Option<&'static RealCluster> {
-    RealCluster::shared_containerd_with(NODE, &[KUBE_RESERVED, SYSTEM_RESERVED])
+    let max_pods = format!("--max-pods={MAX_PODS}");
+    RealCluster::shared_containerd_with(NODE, &[KUBE_RESERVED, SYSTEM_RESERVED, &max_pods])
 }
 
 fn node(admin: &Kube) -> Node {
@@ -297,7 +301,7 @@ fn a_pod_whose_node_selector_the_node_does_not_match_fails_and_an_update_does_no
     // … and started nothing: no sandbox, image pull or container start, still Failed
     let records = pod_records(c, &uid);
     let started = records.iter().any(|(kind, e)| {
-        let action = e["action"]["action"].as_str().unwrap_or_default();
+        let action = e["action"].as_str().unwrap_or_default();
         kind == "RuntimeActionFinished"
             && ["create_sandbox", "pulling_image", "start_container"].contains(&action)
     });
@@ -344,7 +348,8 @@ fn a_second_pod_on_a_host_port_the_first_uses_fails_node_ports() {
 }
 
 /// AM-06: a NoExecute taint the pod does not tolerate, put on the Node through the API →
-/// Failed/TaintToleration; a pod tolerating it runs. The taint is removed after.
+/// Failed/TaintToleration; a pod tolerating it runs, and so does a static pod without the
+/// toleration (static pods are exempt). The taint is removed after.
 #[test]
 fn a_pod_not_tolerating_a_no_execute_taint_on_the_node_fails_taint_toleration() {
     let Some(c) = cluster() else { return };
@@ -378,10 +383,19 @@ fn a_pod_not_tolerating_a_no_execute_taint_on_the_node_fails_taint_toleration() 
             ..Default::default()
         }]);
     create(&admin, &tolerating);
+    // a static pod (the node's --pod-manifest-path) is exempt: it runs on the tainted node
+    let manifest = StaticPod::write(c, "static-untolerated");
     let message =
         "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate";
     rejected(&admin, "untolerated", "TaintToleration", message);
     running(&admin, "tolerating");
+    let static_uid = manifest.wait_output(c, "static pod up");
+    let rejections: Vec<_> = pod_records(c, &static_uid)
+        .into_iter()
+        .filter(|(kind, _)| kind == "PodRejected")
+        .collect();
+    assert!(rejections.is_empty(), "{rejections:?}");
+    manifest.remove(c, &static_uid);
     drop(untaint);
     let pods = admin.api::<Pod>("default");
     let release = serde_json::json!({"metadata": {"finalizers": null}});
@@ -394,6 +408,211 @@ fn a_pod_not_tolerating_a_no_execute_taint_on_the_node_fails_taint_toleration() 
         .unwrap();
     delete(&admin, "untolerated");
     delete(&admin, "tolerating");
+}
+
+/// The pods bound to the node that the kubelet counts as active (not Failed or Succeeded),
+/// once none of them is still terminating (a deleted pod counts until it is gone).
+fn settled_active_pods(admin: &Kube) -> Vec<String> {
+    let params = ListParams::default().fields(&format!("spec.nodeName={NODE}"));
+    admin.wait_for("the node's deleted pods gone", 120, |k| {
+        let list = k.run(k.api::<Pod>("default").list(&params)).ok()?;
+        let active: Vec<&Pod> = list
+            .items
+            .iter()
+            .filter(|p| !matches!(phase(p), Some("Failed" | "Succeeded")))
+            .collect();
+        if active
+            .iter()
+            .any(|p| p.metadata.deletion_timestamp.is_some())
+        {
+            return None;
+        }
+        Some(
+            active
+                .iter()
+                .filter_map(|p| p.metadata.name.clone())
+                .collect(),
+        )
+    })
+}
+
+/// AM-03 (`OutOfpods`): with `--max-pods` active pods on the node, one more is rejected with
+/// the kubelet's message, and the pods already there keep running.
+#[test]
+fn a_pod_beyond_max_pods_fails_out_of_pods_and_the_running_pods_keep_running() {
+    let Some(c) = cluster() else { return };
+    let _alone = ALONE.write();
+    let admin = c.admin();
+    let before = settled_active_pods(&admin);
+    assert!(before.len() < MAX_PODS, "{before:?}");
+    let fill: Vec<String> = (0..MAX_PODS - before.len())
+        .map(|i| format!("fill-{i}"))
+        .collect();
+    for name in &fill {
+        create(&admin, &sleeper(name));
+    }
+    for name in &fill {
+        running(&admin, name);
+    }
+    create(&admin, &sleeper("one-too-many"));
+    let message = format!(
+        "Node didn't have enough resource: pods, requested: 1, used: {MAX_PODS}, capacity: \
+         {MAX_PODS}"
+    );
+    rejected(&admin, "one-too-many", "OutOfpods", &message);
+    let pods = admin.api::<Pod>("default");
+    for name in &fill {
+        let p = admin.run(pods.get(name)).unwrap();
+        assert_eq!(phase(&p), Some("Running"), "{name} keeps running");
+    }
+    delete(&admin, "one-too-many");
+    for name in &fill {
+        delete(&admin, name);
+    }
+    for name in &fill {
+        gone(&admin, name);
+    }
+}
+
+/// A sleeper whose container requests (and is limited to) `amount` of `resource`.
+fn requesting(name: &str, resource: &str, amount: &str) -> Pod {
+    let mut p = sleeper(name);
+    let list = BTreeMap::from([(resource.to_string(), Quantity(amount.to_string()))]);
+    p.spec.as_mut().unwrap().containers[0].resources = Some(ResourceRequirements {
+        requests: Some(list.clone()),
+        limits: Some(list),
+        ..Default::default()
+    });
+    p
+}
+
+/// The Node's `status.<list>[resource]` as the API server has it.
+fn node_resource(admin: &Kube, list: &str, resource: &str) -> Option<String> {
+    let status = node(admin).status?;
+    let list = match list {
+        "capacity" => status.capacity,
+        _ => status.allocatable,
+    };
+    Some(list?.get(resource)?.0.clone())
+}
+
+/// AM-03 with an extended resource: an admin advertises `example.com/widget: 2` in the
+/// Node's capacity (as "Advertise Extended Resources for a Node" does); the node keeps it
+/// and makes it allocatable; a pod requesting 1 runs, a second requesting 2 fails
+/// `OutOfexample.com/widget`, and a pod requesting a resource the node does not advertise
+/// is admitted (a cluster-level resource). Removed from capacity, it leaves allocatable.
+#[test]
+fn an_extended_resource_an_admin_advertises_is_allocatable_and_pods_beyond_it_fail() {
+    let Some(c) = cluster() else { return };
+    let _shared = ALONE.read();
+    let admin = c.admin();
+    let nodes = admin.all::<Node>();
+    let advertise = serde_json::json!({"status": {"capacity": {"example.com/widget": "2"}}});
+    admin
+        .run(nodes.patch_status(NODE, &PatchParams::default(), &Patch::Merge(&advertise)))
+        .unwrap();
+    admin.wait_for("the widgets allocatable", 60, |k| {
+        (node_resource(k, "allocatable", "example.com/widget")? == "2").then_some(())
+    });
+    create(&admin, &requesting("widget-one", "example.com/widget", "1"));
+    running(&admin, "widget-one");
+    create(&admin, &requesting("widget-two", "example.com/widget", "2"));
+    let message = "Node didn't have enough resource: example.com/widget, requested: 2, used: 1, \
+                   capacity: 2";
+    rejected(&admin, "widget-two", "OutOfexample.com/widget", message);
+    create(&admin, &requesting("gadget", "other.example/gadget", "5"));
+    running(&admin, "gadget");
+    let pods = admin.api::<Pod>("default");
+    let one = admin.run(pods.get("widget-one")).unwrap();
+    assert_eq!(phase(&one), Some("Running"), "the first keeps running");
+    // the node's status updates since kept the admin's capacity
+    assert_eq!(
+        node_resource(&admin, "capacity", "example.com/widget").as_deref(),
+        Some("2")
+    );
+    for name in ["widget-one", "widget-two", "gadget"] {
+        delete(&admin, name);
+    }
+    let withdraw = serde_json::json!({"status": {"capacity": {"example.com/widget": null}}});
+    admin
+        .run(nodes.patch_status(NODE, &PatchParams::default(), &Patch::Merge(&withdraw)))
+        .unwrap();
+    admin.wait_for("the widgets no longer allocatable", 60, |k| {
+        node_resource(k, "allocatable", "example.com/widget")
+            .is_none()
+            .then_some(())
+    });
+    for name in ["widget-one", "gadget"] {
+        gone(&admin, name);
+    }
+}
+
+/// A static pod in the node's manifest directory (`scripts/cluster.sh` runs the node with
+/// `--pod-manifest-path DIR/manifests`), removed when dropped.
+struct StaticPod {
+    path: std::path::PathBuf,
+    name: String,
+}
+
+impl StaticPod {
+    /// Writes the manifest of a pod `name` that prints "static pod up" and sleeps.
+    fn write(c: &RealCluster, name: &str) -> StaticPod {
+        let manifest = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "terminationGracePeriodSeconds": 2,
+                "containers": [{
+                    "name": "main",
+                    "image": support::on_containerd::IMAGE,
+                    "command": ["sh", "-c", "echo static pod up; trap 'exit 0' TERM; sleep 3600 & wait"]
+                }]
+            }
+        });
+        let path = c.dir.join("manifests").join(format!("{name}.json"));
+        std::fs::write(&path, manifest.to_string()).expect("write the manifest");
+        StaticPod {
+            path,
+            name: format!("{name}-{NODE}"),
+        }
+    }
+
+    /// Waits until its container has written `line` to its log in the node's pod log
+    /// directory (`default_<name>_<uid>/main/0.log`); returns the pod's UID.
+    fn wait_output(&self, c: &RealCluster, line: &str) -> String {
+        let logs = c.dir.join("node/pod-logs");
+        let prefix = format!("default_{}_", self.name);
+        let admin = c.admin();
+        admin.wait_for(&format!("{} to write {line:?}", self.name), 90, |_| {
+            std::fs::read_dir(&logs).ok()?.flatten().find_map(|e| {
+                let dir = e.file_name().to_string_lossy().to_string();
+                let uid = dir.strip_prefix(&prefix)?.to_string();
+                let text = std::fs::read_to_string(e.path().join("main/0.log")).ok()?;
+                text.contains(line).then_some(uid)
+            })
+        })
+    }
+
+    /// Removes the manifest and waits until the node has finished the pod (its
+    /// `SyncTerminatedPod`) and deleted its mirror pod, so it no longer counts as active.
+    fn remove(self, c: &RealCluster, uid: &str) {
+        let _ = std::fs::remove_file(&self.path);
+        let admin = c.admin();
+        admin.wait_for(&format!("{} finished", self.name), 90, |_| {
+            pod_records(c, uid)
+                .iter()
+                .any(|(kind, e)| kind == "SyncFinished" && e["work"] == "terminated")
+                .then_some(())
+        });
+        gone(&admin, &self.name);
+    }
+}
+
+impl Drop for StaticPod {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// Removes the node's taints when dropped (also when the test fails), and waits until the

@@ -2,9 +2,9 @@
 //! gives them: `configMap`, `secret`, `downwardAPI` and `projected` (all four sources) with
 //! `items`, `defaultMode` and `mode`, `optional`, `subPath` and `subPathExpr`, a
 //! `medium: Memory` emptyDir's `sizeLimit`, updates reaching running pods through the `..data`
-//! swap within the sync period, the `FailedMount` wait for a missing ConfigMap, and Secret
-//! values kept out of the node's ledger and log. Each container writes what it sees into an
-//! emptyDir that the test reads on the node.
+//! swap within the sync period, the `FailedMount` wait for a missing ConfigMap or a missing
+//! `hostPath` directory, and Secret values kept out of the node's ledger and log. Each
+//! container writes what it sees into an emptyDir that the test reads on the node.
 
 mod support;
 
@@ -224,6 +224,69 @@ fn a_missing_configmap_keeps_the_pod_creating_with_failed_mount_until_it_exists(
     );
     let (_, out) = running_with_out(c, &admin, "mount-waits");
     assert_eq!(read_when_there(&admin, &out.join("k"), 30), "here");
+}
+
+/// VO-09: a `hostPath` volume of type `Directory` whose path does not exist yet is the
+/// kubelet's volume mount failure: a Warning `FailedMount` event in its words, the pod Pending
+/// with its container waiting in ContainerCreating (no sandbox), another pod keeps running,
+/// and the pod runs once the directory exists (a later sync sets the volume up).
+#[test]
+fn a_host_path_directory_that_is_missing_keeps_the_pod_creating_with_failed_mount_until_it_exists()
+{
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let pods = admin.api::<Pod>(NS);
+    let bystander = bound_pod(NODE, "hostpath-bystander", "sleep 3600", 1, "Never");
+    admin
+        .run(pods.create(&PostParams::default(), &bystander))
+        .unwrap();
+    running(&admin, "hostpath-bystander");
+    let host = tempfile::tempdir().unwrap();
+    let dir = host.path().join("later");
+    let p = pod_with_volumes(
+        "hostpath-waits",
+        "cat /host/k > /out/k; sleep 3600",
+        serde_json::json!([{"name": "host", "hostPath": {"path": dir, "type": "Directory"}}]),
+        serde_json::json!([{"name": "host", "mountPath": "/host"}]),
+        serde_json::json!([]),
+    );
+    admin.run(pods.create(&PostParams::default(), &p)).unwrap();
+    let events = admin.api::<Event>(NS);
+    let params = ListParams::default().fields("involvedObject.name=hostpath-waits");
+    let event = admin.wait_for("the FailedMount event", 60, |k| {
+        let list = k.run(events.list(&params)).ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedMount"))
+    });
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    let message = format!(
+        "MountVolume.SetUp failed for volume \"host\" : hostPath type check failed: {} is not a \
+         directory",
+        dir.display()
+    );
+    assert_eq!(event.message.as_deref(), Some(message.as_str()));
+    let waiting = admin.run(pods.get("hostpath-waits")).unwrap();
+    assert_eq!(phase(&waiting), Some("Pending"));
+    let s = main_status(&waiting).expect("the container's status");
+    let reason = s.state.as_ref().and_then(|s| s.waiting.as_ref());
+    assert_eq!(
+        reason.and_then(|w| w.reason.as_deref()),
+        Some("ContainerCreating"),
+        "{s:?}"
+    );
+    let uid = waiting.metadata.uid.clone().unwrap();
+    let sandboxes = ledger_text(c)
+        .lines()
+        .filter(|l| l.contains(&uid) && l.contains("\"create_sandbox\""))
+        .count();
+    assert_eq!(sandboxes, 0, "no sandbox before the volume is set up");
+    let bystander = admin.run(pods.get("hostpath-bystander")).unwrap();
+    assert_eq!(phase(&bystander), Some("Running"));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("k"), "from the host").unwrap();
+    let (_, out) = running_with_out(c, &admin, "hostpath-waits");
+    assert_eq!(read_when_there(&admin, &out.join("k"), 30), "from the host");
 }
 
 /// VO-02, VO-04, VO-06, VO-07, VO-08: every file source with `items`, `defaultMode` and

@@ -366,12 +366,15 @@ pub enum NodeCommand {
         /// `spec.renewTime`.
         renew_time: crate::core::record::Time,
     },
-    /// PATCH the Node's status subresource. Report `patch_status`.
+    /// PATCH the Node's status subresource (a strategic merge patch). Report `patch_status`.
     PatchStatus {
         /// The node name.
         name: String,
         /// The status to write.
         status: Arc<k8s_openapi::api::core::v1::NodeStatus>,
+        /// Extended resources to delete from `status.allocatable` (set to null in the patch).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        remove_allocatable: Vec<String>,
     },
     /// Create a mirror pod for a static pod (`CreateMirrorPod`). Report `create_mirror_pod`.
     CreateMirrorPod {

@@ -117,13 +117,23 @@ impl Node {
             (None, None) => &empty,
         };
         let name = self.node_status.node_name(&self.config);
+        // the machine's allocatable, with the extended resources the API server's Node has
+        // in allocatable (`getNodeAnyWay`: an admin advertised them in capacity and the
+        // node status derived their allocatable)
+        let mut allocatable = machine
+            .and_then(|m| m.status.as_ref())
+            .and_then(|s| s.allocatable.clone());
+        if let (Some(list), Some(api)) = (allocatable.as_mut(), &self.api_node) {
+            for (resource, quantity) in &api.extended_allocatable {
+                list.entry(resource.clone())
+                    .or_insert_with(|| quantity.clone());
+            }
+        }
         let node = NodeView {
             name: &name,
             labels,
             taints: self.api_node.as_ref().map_or(&[], |n| &n.taints[..]),
-            allocatable: machine
-                .and_then(|m| m.status.as_ref())
-                .and_then(|s| s.allocatable.as_ref()),
+            allocatable: allocatable.as_ref(),
             max_pods: self.config.max_pods,
             os: node_info.map_or(DEFAULT_OS, |i| &i.operating_system),
         };

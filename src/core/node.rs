@@ -102,6 +102,7 @@ macro_rules! ncx {
             now: $now,
             config: &$node.config,
             shutting_down: $node.shutting_down,
+            api_node: $node.api_node.as_ref(),
             timers: &mut $node.timers,
             out: $out,
         }

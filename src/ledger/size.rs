@@ -162,7 +162,13 @@ fn own_heap_bytes(r: &Record) -> usize {
                         + t.value.as_ref().map_or(0, String::len)
                 })
                 .sum();
-            labels + taints
+            let extended: usize = n
+                .extended_capacity
+                .iter()
+                .chain(&n.extended_allocatable)
+                .map(|(k, v)| k.len() + v.0.len())
+                .sum();
+            labels + taints + extended
         }
         Event::RuntimeHealth(h) => h.message.len(),
         Event::NodeSyncFinished(n) => {

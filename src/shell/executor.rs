@@ -106,12 +106,12 @@ impl Step<'_> {
 }
 
 /// Where a plan's containers start: the sandbox, its config, the pod IP and the prepared
-/// volumes (or why they could not be prepared).
+/// volumes.
 struct StartTarget<'a> {
     sandbox_id: &'a str,
     sandbox_config: &'a v1::PodSandboxConfig,
     pod_ip: &'a str,
-    volumes: &'a Result<super::volumes::VolumePaths, String>,
+    volumes: &'a super::volumes::VolumePaths,
     credentials: &'a super::pull_secrets::PodCredentials,
 }
 
@@ -322,16 +322,20 @@ impl Executor {
             self.remove_container(step, id).await;
         }
         // the pod's volumes before its sandbox and containers (kubelet SyncPod's
-        // WaitForAttachAndMount): a projected, configMap, secret or downwardAPI volume that
-        // cannot be written is the kubelet's FailedMount warning, and nothing is created; an
-        // emptyDir or hostPath failure fails each start with CreateContainerConfigError
+        // WaitForAttachAndMount): a volume that cannot be set up (projected, configMap,
+        // secret, downwardAPI, emptyDir or hostPath) is the kubelet's FailedMount warning,
+        // nothing is created, and the next sync tries again
         let starts_nothing =
             plan.start_ephemeral.is_empty() && plan.start_init.is_empty() && plan.start.is_empty();
         let volumes = if starts_nothing {
-            Ok(Default::default())
+            Default::default()
         } else {
-            match self.projector.prepare(p).await {
+            let prepared = match self.projector.prepare(p).await {
                 Ok(_) => super::volumes::prepare(&self.ctx.pods_dir, p),
+                Err(e) => Err(e),
+            };
+            match prepared {
+                Ok(paths) => paths,
                 Err(e) => {
                     let action = RuntimeAction::PodConfigWarning {
                         reason: "FailedMount".into(),
@@ -629,10 +633,9 @@ impl Executor {
                 Some(r) => r.fetch(p, c).await?,
                 None => super::env::EnvSources::default(),
             };
-            let volumes = target.volumes.as_ref().map_err(String::clone)?;
             self.verify_run_as_non_root(p, c).await?;
             let mut config =
-                cri_config::container_config(&self.ctx, p, s, pod_ip, volumes, &sources)?;
+                cri_config::container_config(&self.ctx, p, s, pod_ip, target.volumes, &sources)?;
             config.mounts.extend(self.managed_mounts(p, c, s, pod_ip)?);
             Ok::<_, cri_config::ConfigError>(config)
         }

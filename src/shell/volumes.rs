@@ -7,8 +7,9 @@
 //! `sizeLimit`), the `hostPath` type checks (and creation for `DirectoryOrCreate` /
 //! `FileOrCreate`), and tearing a pod's volumes down (unmount, remove) when it is terminated.
 //! Must not decide when: the executor calls [`prepare`] before it starts containers and
-//! [`remove_pod`] when the pod is terminated. Every error names the pod, the volume and the
-//! field.
+//! [`remove_pod`] when the pod is terminated. Every error is a [`MountError`]: the cause in
+//! the kubelet's words for its `FailedMount` event, and a detail naming the pod, the volume
+//! and the field.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
+use super::projected::MountError;
 use crate::core::pod;
 
 /// The directory of the kubelet's emptyDir plugin inside a pod's volume directory.
@@ -55,8 +57,9 @@ pub fn volume_error(
 
 /// Makes every volume of the pod ready on the host and returns their host paths. Creating
 /// an existing `emptyDir` (or mounting an already mounted `tmpfs`) is a no-op, so this runs
-/// before every start.
-pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
+/// before every start. A failure is the volume's `MountVolume.SetUp` failure (the executor
+/// reports `FailedMount` and creates nothing).
+pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, MountError> {
     let mut out = VolumePaths::new();
     let volumes = p
         .spec
@@ -64,7 +67,11 @@ pub fn prepare(pods_dir: &Path, p: &Pod) -> Result<VolumePaths, String> {
         .and_then(|s| s.volumes.as_deref())
         .unwrap_or_default();
     for (i, v) in volumes.iter().enumerate() {
-        let err = |field: &str, what: String| volume_error(p, i, v, field, what);
+        let err = |field: &str, cause: String| MountError {
+            volume: v.name.clone(),
+            detail: volume_error(p, i, v, field, &cause),
+            cause,
+        };
         let path = if let Some(e) = &v.empty_dir {
             let dir = empty_dir_path(pods_dir, pod::uid_str(p), &v.name);
             let fresh = !dir.exists();
@@ -168,15 +175,16 @@ fn memory_volume_size(size_limit: Option<i128>, pod_limit: Option<i128>) -> Opti
     }
 }
 
-/// The kubelet's `hostPath` type checks (`checkType`), creating what `*OrCreate` asks for.
+/// The kubelet's `hostPath` type checks (`checkType`), creating what `*OrCreate` asks for;
+/// the error is the kubelet's (`hostPath type check failed: <path> is not a directory`; a
+/// missing path is "not a directory" too).
 pub fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
     let shown = path.display();
     let meta = std::fs::metadata(path);
     let exists = meta.is_ok();
     let is = |f: fn(&std::fs::Metadata) -> bool| meta.as_ref().is_ok_and(f);
-    // whether the path is of the type, what the type is called, and whether a missing path
-    // is said to be missing
-    let (ok, what, says_missing) = match type_ {
+    // whether the path is of the type, and what the type is called
+    let (ok, what) = match type_ {
         "" => return Ok(()),
         "DirectoryOrCreate" if !exists => {
             return std::fs::create_dir_all(path)
@@ -195,19 +203,11 @@ pub fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
                 })
                 .map_err(|e| format!("cannot create file {shown}: {e}"))
         }
-        "DirectoryOrCreate" | "Directory" => (is(|m| m.is_dir()), "a directory", true),
-        "FileOrCreate" | "File" => (is(|m| m.is_file()), "a file", true),
-        "Socket" => (is(|m| m.file_type().is_socket()), "a socket file", false),
-        "CharDevice" => (
-            is(|m| m.file_type().is_char_device()),
-            "a character device",
-            false,
-        ),
-        "BlockDevice" => (
-            is(|m| m.file_type().is_block_device()),
-            "a block device",
-            false,
-        ),
+        "DirectoryOrCreate" | "Directory" => (is(|m| m.is_dir()), "a directory"),
+        "FileOrCreate" | "File" => (is(|m| m.is_file()), "a file"),
+        "Socket" => (is(|m| m.file_type().is_socket()), "a socket file"),
+        "CharDevice" => (is(|m| m.file_type().is_char_device()), "a character device"),
+        "BlockDevice" => (is(|m| m.file_type().is_block_device()), "a block device"),
         other => {
             return Err(format!(
                 "{other:?} is not a hostPath type (\"\", DirectoryOrCreate, Directory, \
@@ -215,17 +215,10 @@ pub fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
             ))
         }
     };
-    let missing = if says_missing && !exists {
-        " (it does not exist)"
-    } else {
-        ""
-    };
     if ok {
         return Ok(());
     }
-    Err(format!(
-        "hostPath type check failed: {shown} is not {what}{missing}"
-    ))
+    Err(format!("hostPath type check failed: {shown} is not {what}"))
 }
 
 /// True if `dir` is a mount point (listed in /proc/self/mountinfo).
@@ -361,9 +354,13 @@ mod tests {
         assert!(check_host_path(&dir, "File")
             .unwrap_err()
             .contains("is not a file"));
-        assert!(check_host_path(&file, "File")
-            .unwrap_err()
-            .contains("does not exist"));
+        assert_eq!(
+            check_host_path(&file, "File").unwrap_err(),
+            format!(
+                "hostPath type check failed: {} is not a file",
+                file.display()
+            )
+        );
         check_host_path(&file, "FileOrCreate").unwrap();
         assert!(file.is_file());
         check_host_path(&file, "File").unwrap();
@@ -414,18 +411,40 @@ mod tests {
             {"name": "cfg", "nfs": {"server": "x", "path": "/"}}
         ]));
         let e = prepare(t.path(), &p).unwrap_err();
-        assert!(e.contains("pod ns/p: spec.volumes[1]"), "{e}");
-        assert!(e.contains("\"cfg\""), "{e}");
-        let p = pod_with(serde_json::json!([
-            {"name": "h", "hostPath": {"path": "/nonexistent/ledgerlet", "type": "Directory"}}
-        ]));
-        let e = prepare(t.path(), &p).unwrap_err();
-        assert!(e.contains("spec.volumes[0].hostPath.type"), "{e}");
-        assert!(e.contains("is not a directory"), "{e}");
+        assert!(e.detail.contains("pod ns/p: spec.volumes[1]"), "{e}");
+        assert!(e.detail.contains("\"cfg\""), "{e}");
+        assert_eq!(e.volume, "cfg");
         let p = pod_with(serde_json::json!([
             {"name": "m", "emptyDir": {"medium": "HugePages"}}
         ]));
         let e = prepare(t.path(), &p).unwrap_err();
-        assert!(e.contains("spec.volumes[0].emptyDir.medium"), "{e}");
+        assert!(e.detail.contains("spec.volumes[0].emptyDir.medium"), "{e}");
+    }
+
+    #[test]
+    fn a_host_path_of_the_wrong_type_is_a_mount_failure_in_the_kubelets_words() {
+        let t = tempfile::tempdir().unwrap();
+        let p = pod_with(serde_json::json!([
+            {"name": "h", "hostPath": {"path": "/nonexistent/ledgerlet", "type": "Directory"}}
+        ]));
+        let e = prepare(t.path(), &p).unwrap_err();
+        assert_eq!(e.volume, "h");
+        assert_eq!(
+            e.event_message(),
+            "MountVolume.SetUp failed for volume \"h\" : hostPath type check failed: \
+             /nonexistent/ledgerlet is not a directory"
+        );
+        assert!(
+            e.detail.contains("pod ns/p: spec.volumes[0].hostPath.type"),
+            "{e}"
+        );
+        // once the path is a directory the same pod's volumes are ready
+        let dir = t.path().join("later");
+        let p = pod_with(serde_json::json!([
+            {"name": "h", "hostPath": {"path": dir, "type": "Directory"}}
+        ]));
+        assert!(prepare(t.path(), &p).is_err());
+        std::fs::create_dir(&dir).unwrap();
+        assert_eq!(prepare(t.path(), &p).unwrap()["h"], dir);
     }
 }

@@ -48,12 +48,16 @@ pub fn pod_ip(p: &Pod) -> Option<Ipv4Addr> {
 pub fn volume_dir(root: &Path, uid: &str, plugin: &str, volume: &str) -> Option<PathBuf> {
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
+        // another test's pod directory may go while this walks: skip what is gone
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
             let p = e.path();
             if p.ends_with(Path::new(uid).join("volumes").join(plugin).join(volume)) {
                 return Some(p);
             }
-            if e.file_type().ok()?.is_dir() && !e.file_type().ok()?.is_symlink() {
+            if e.file_type().is_ok_and(|t| t.is_dir() && !t.is_symlink()) {
                 stack.push(p);
             }
         }

@@ -127,6 +127,8 @@ pub fn not_ready_errors(
 pub struct StatusInputs<'a> {
     /// The machine's status as the shell observed it (capacity, addresses, node info, …).
     pub machine: &'a NodeStatus,
+    /// The extended resources in the API server's `status.capacity` (an admin's).
+    pub extended_capacity: Option<&'a BTreeMap<String, Quantity>>,
     /// The last runtime health record.
     pub health: Option<&'a RuntimeHealth>,
     /// A graceful node shutdown is under way.
@@ -158,6 +160,7 @@ pub fn compute_status(i: StatusInputs<'_>) -> NodeStatus {
         }
     };
     let mut status = i.machine.clone();
+    keep_extended_resources(&mut status, i.extended_capacity);
     let errors = not_ready_errors(i.health, i.shutting_down, status.capacity.as_ref());
     let ready = if errors.is_empty() {
         condition(READY, "True", REASON_READY, MESSAGE_READY.to_string())
@@ -187,6 +190,30 @@ pub fn compute_status(i: StatusInputs<'_>) -> NodeStatus {
         ready,
     ]);
     status
+}
+
+/// The MachineInfo setter keeps capacity it does not know (extended resources an admin
+/// advertised, "Advertise Extended Resources for a Node") and derives their allocatable:
+/// the capacity, as nothing is reserved of them. Only allocatable is written: the API
+/// server's capacity keeps the admin's entries under the strategic merge patch, and one the
+/// admin removed is not brought back.
+fn keep_extended_resources(status: &mut NodeStatus, extended: Option<&BTreeMap<String, Quantity>>) {
+    let Some(extended) = extended else {
+        return;
+    };
+    for (name, quantity) in extended {
+        if status
+            .capacity
+            .as_ref()
+            .is_some_and(|c| c.contains_key(name))
+        {
+            continue;
+        }
+        status
+            .allocatable
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.clone(), quantity.clone());
+    }
 }
 
 /// `nodeStatusHasChanged`: anything differs except the conditions' `lastHeartbeatTime`.

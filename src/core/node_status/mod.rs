@@ -33,7 +33,7 @@ use super::command::{Command, EventType, KubeEvent, NodeCommand, ObjectRef};
 use super::config::{CoreConfig, NodeLifecycleConfig, PodSource};
 use super::timers::{TimerKey, Timers};
 use crate::core::record::event::{
-    NodeAction, NodeInfoObserved, NodeSyncFinished, NodeSyncOutcome, RuntimeHealth,
+    NodeAction, NodeInfoObserved, NodeObserved, NodeSyncFinished, NodeSyncOutcome, RuntimeHealth,
 };
 use crate::core::record::Time;
 use conditions::{compute_status, condition_events, is_ready, status_changed, StatusInputs};
@@ -109,6 +109,8 @@ pub struct NodeCx<'a> {
     pub config: &'a CoreConfig,
     /// A graceful node shutdown is under way.
     pub shutting_down: bool,
+    /// The Node as the node watch last saw it (its extended resources).
+    pub api_node: Option<&'a NodeObserved>,
     /// The node's timers.
     pub timers: &'a mut Timers,
     /// Commands out.
@@ -152,11 +154,13 @@ impl NodeLifecycle {
         now: Time,
         shutting_down: bool,
         previous: Option<&[NodeCondition]>,
+        api_node: Option<&NodeObserved>,
     ) -> Option<NodeStatus> {
         let machine = self.machine.as_ref()?;
         let empty = NodeStatus::default();
         Some(compute_status(StatusInputs {
             machine: machine.status.as_ref().unwrap_or(&empty),
+            extended_capacity: api_node.map(|n| &n.extended_capacity),
             health: self.health.as_ref(),
             shutting_down,
             previous,
@@ -169,7 +173,7 @@ impl NodeLifecycle {
             .reported
             .as_ref()
             .and_then(|r| r.status.conditions.as_deref());
-        self.status_at(cx.now, cx.shutting_down, previous)
+        self.status_at(cx.now, cx.shutting_down, previous, cx.api_node)
     }
 
     /// `ConfigApplied`: start (or resume) once an API source is configured.
@@ -356,12 +360,13 @@ impl NodeLifecycle {
         };
         let previous = self.reported.as_ref();
         let changed = previous.is_none_or(|p| status_changed(&p.status, &status));
+        let remove_allocatable = stale_extended_allocatable(cx.api_node, &status);
         let report_due = previous.is_none_or(|p| {
             cx.now
                 >= p.at
                     .plus_ms(cx.config.node_lifecycle.node_status_report_frequency_ms)
         });
-        if !(self.patch_required || changed || report_due) {
+        if !(self.patch_required || changed || report_due || !remove_allocatable.is_empty()) {
             return;
         }
         let name = self.node_name(cx.config);
@@ -371,9 +376,28 @@ impl NodeLifecycle {
             status: status.clone(),
             at: cx.now,
         });
-        cx.out
-            .push(Command::Node(NodeCommand::PatchStatus { name, status }));
+        cx.out.push(Command::Node(NodeCommand::PatchStatus {
+            name,
+            status,
+            remove_allocatable,
+        }));
     }
+}
+
+/// The extended resources the API server's Node still has in `status.allocatable` although
+/// they left `status.capacity` (an admin removed them): the kubelet's MachineInfo setter
+/// deletes them from allocatable.
+fn stale_extended_allocatable(api_node: Option<&NodeObserved>, status: &NodeStatus) -> Vec<String> {
+    let Some(n) = api_node else {
+        return Vec::new();
+    };
+    let computed = status.allocatable.as_ref();
+    n.extended_allocatable
+        .keys()
+        .filter(|k| !n.extended_capacity.contains_key(*k))
+        .filter(|k| !computed.is_some_and(|a| a.contains_key(*k)))
+        .cloned()
+        .collect()
 }
 
 /// `recordNodeStatusEvent` for each condition that changes with this write.

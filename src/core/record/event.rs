@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -308,8 +309,9 @@ pub struct NodeInfoObserved {
 }
 
 /// The Node object as the API server has it, reduced to what the core reads: its labels
-/// and taints (admission's node affinity and `NoExecute` checks). Recorded by the node
-/// watch when either changes.
+/// and taints (admission's node affinity and `NoExecute` checks) and the extended resources
+/// in its status (advertised by an admin, kept in allocatable by the node status). Recorded
+/// by the node watch when any of them changes.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeObserved {
     /// `metadata.labels`.
@@ -318,6 +320,12 @@ pub struct NodeObserved {
     /// `spec.taints`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<k8s_openapi::api::core::v1::Taint>,
+    /// The extended resources (`example.com/widget`) of `status.capacity`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub extended_capacity: std::collections::BTreeMap<String, Quantity>,
+    /// The extended resources of `status.allocatable` (what admission may hand out).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub extended_allocatable: std::collections::BTreeMap<String, Quantity>,
 }
 
 /// The container runtime's health changed (kubelet `updateRuntimeUp`, every 5 s, recorded

@@ -89,9 +89,13 @@ impl NodeSync {
                 let r = self.renew_lease(&name, duration_s, renew_time).await;
                 (NodeAction::RenewLease, None, r)
             }
-            NodeCommand::PatchStatus { name, status } => {
+            NodeCommand::PatchStatus {
+                name,
+                status,
+                remove_allocatable,
+            } => {
                 let nodes: Api<Node> = Api::all(self.api.client());
-                let body = Patch::Strategic(serde_json::json!({ "status": &*status }));
+                let body = Patch::Strategic(status_patch(&status, &remove_allocatable));
                 let params = PatchParams::default();
                 let patch = nodes.patch_status(&name, &params, &body);
                 let r = self.api.call("PATCH", patch).await.map(|_| ());
@@ -231,5 +235,48 @@ impl NodeSync {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The strategic merge patch of a node status: `status`, with each of `remove_allocatable`
+/// set to null under `status.allocatable` (deleted by the API server).
+fn status_patch(
+    status: &k8s_openapi::api::core::v1::NodeStatus,
+    remove_allocatable: &[String],
+) -> serde_json::Value {
+    let mut patch = serde_json::json!({ "status": status });
+    if !remove_allocatable.is_empty() {
+        let allocatable = &mut patch["status"]["allocatable"];
+        if !allocatable.is_object() {
+            *allocatable = serde_json::json!({});
+        }
+        for name in remove_allocatable {
+            allocatable[name.as_str()] = serde_json::Value::Null;
+        }
+    }
+    patch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_patch_deletes_the_stale_extended_resources_from_allocatable() {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let status = k8s_openapi::api::core::v1::NodeStatus {
+            allocatable: Some([("cpu".to_string(), Quantity("2".into()))].into()),
+            ..Default::default()
+        };
+        let patch = status_patch(&status, &["example.com/widget".to_string()]);
+        assert_eq!(
+            patch["status"]["allocatable"],
+            serde_json::json!({"cpu": "2", "example.com/widget": null})
+        );
+        let plain = status_patch(&status, &[]);
+        assert_eq!(
+            plain["status"]["allocatable"],
+            serde_json::json!({"cpu": "2"})
+        );
     }
 }

@@ -193,3 +193,69 @@ fn replaying_the_same_records_gives_the_same_commands() {
     assert_eq!(a, b);
     assert_eq!(na, nb);
 }
+
+/// The Node as the API server has it after an admin advertised `example.com/widget` in
+/// capacity (and, once the node status derived it, in allocatable).
+fn widget_node(capacity: Option<&str>, allocatable: Option<&str>) -> Event {
+    let list = |q: Option<&str>| {
+        q.map(|q| ("example.com/widget".to_string(), Quantity(q.into())))
+            .into_iter()
+            .collect()
+    };
+    Event::NodeObserved(crate::core::record::event::NodeObserved {
+        extended_capacity: list(capacity),
+        extended_allocatable: list(allocatable),
+        ..Default::default()
+    })
+}
+
+fn remove_allocatable(out: &[Command]) -> Option<Vec<String>> {
+    node_commands(out).into_iter().find_map(|c| match c {
+        NodeCommand::PatchStatus {
+            remove_allocatable, ..
+        } => Some(remove_allocatable.clone()),
+        _ => None,
+    })
+}
+
+#[test]
+fn an_extended_resource_an_admin_put_in_capacity_is_kept_and_made_allocatable() {
+    let mut w = World::registered(0);
+    w.feed(5_000, widget_node(Some("2"), None));
+    let (_, out) = w.fire(TimerKey::NodeStatusUpdate);
+    let status = patched(&out).expect("the change is patched at the next tick");
+    let allocatable = status.allocatable.as_ref().unwrap();
+    assert_eq!(allocatable["example.com/widget"], Quantity("2".into()));
+    assert_eq!(
+        allocatable["cpu"],
+        Quantity("4".into()),
+        "the machine's stay"
+    );
+    assert!(
+        !status
+            .capacity
+            .as_ref()
+            .unwrap()
+            .contains_key("example.com/widget"),
+        "capacity is the admin's: the patch leaves it alone"
+    );
+    assert_eq!(remove_allocatable(&out), Some(vec![]));
+    w.feed(10_000, finished(NodeAction::PatchStatus, true));
+    // the API server now has it in both: nothing more to write
+    w.feed(10_500, widget_node(Some("2"), Some("2")));
+    let (_, out) = w.fire(TimerKey::NodeStatusUpdate);
+    assert_eq!(patched(&out), None);
+    // the admin removes it from capacity: the next patch deletes it from allocatable
+    w.feed(25_000, widget_node(None, Some("2")));
+    let (_, out) = w.fire(TimerKey::NodeStatusUpdate);
+    let status = patched(&out).expect("patched");
+    assert!(!status
+        .allocatable
+        .as_ref()
+        .unwrap()
+        .contains_key("example.com/widget"));
+    assert_eq!(
+        remove_allocatable(&out),
+        Some(vec!["example.com/widget".to_string()])
+    );
+}
