@@ -293,8 +293,9 @@ fn a_host_path_directory_that_is_missing_keeps_the_pod_creating_with_failed_moun
 /// `mode` (0644 by default, Secrets too), an absent optional ConfigMap as an empty volume, a
 /// projected volume of all four sources, `subPathExpr` from the container's env, a
 /// `medium: Memory` emptyDir sized by `sizeLimit` (capped by the pod's memory limit) and a
-/// hostPath, in one pod; the Secret's value and the token never
-/// reach the node's ledger or log.
+/// hostPath, in one pod that also takes env from every source (`configMapKeyRef`,
+/// `secretKeyRef`, `fieldRef`, `resourceFieldRef`, `envFrom` with prefixes, `$(VAR)`); the
+/// Secret's value and the token never reach the node's ledger or log.
 #[test]
 fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_of_the_ledger() {
     let Some(c) = cluster() else { return };
@@ -341,8 +342,13 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
         {"name": "host", "mountPath": "/host"},
         {"name": "out", "mountPath": "/named", "subPathExpr": "$(POD_NAME)"}
     ]);
+    // every env source at once too
     let env = serde_json::json!([
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "CM_A", "valueFrom": {"configMapKeyRef": {"name": "vol-cfg", "key": "a"}}},
+        {"name": "SEC_PW", "valueFrom": {"secretKeyRef": {"name": "vol-creds", "key": "password"}}},
+        {"name": "MEM_MI", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}}},
+        {"name": "JOINED", "value": "$(CM_A)-$(POD_NAME)"}
     ]);
     let files = "/sec/password /sec/other /secmode/deep/pw /secmode/other /cfgitems/x/a \
                  /dapi/name /proj/b /proj/pw /proj/ns /proj/token";
@@ -353,11 +359,20 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
          ls -A /optcm | grep -v '^\\.\\.' | wc -l > /out/optcm; \
          df -k /mem | tail -1 | awk '{{print $2}}' > /out/mem; \
          df -k /memcap | tail -1 | awk '{{print $2}}' > /out/memcap; echo hi > /named/hello; echo there > /host/file; \
+         echo \"$CM_A $MEM_MI $JOINED $cfg_b $sec_other\" > /out/env; \
+         [ \"$SEC_PW\" = \"$(cat /sec/password)\" ] && echo same > /out/secret-env; \
          touch /out/done; sleep 3600"
     );
     let mut p = pod_with_volumes("vol-files", &script, volumes, mounts, env);
     p.spec.as_mut().unwrap().containers[0].resources =
         Some(serde_json::from_value(serde_json::json!({"limits": {"memory": "64Mi"}})).unwrap());
+    p.spec.as_mut().unwrap().containers[0].env_from = Some(
+        serde_json::from_value(serde_json::json!([
+            {"configMapRef": {"name": "vol-cfg"}, "prefix": "cfg_"},
+            {"secretRef": {"name": "vol-creds"}, "prefix": "sec_"}
+        ]))
+        .unwrap(),
+    );
     admin
         .run(admin.api::<Pod>(NS).create(&PostParams::default(), &p))
         .unwrap();
@@ -374,6 +389,8 @@ fn volume_files_have_the_kubelets_modes_items_and_sources_and_secrets_stay_out_o
     assert_eq!(read("proj-pw"), password);
     assert_eq!(read("text"), "ABdefaultvol-files");
     assert_eq!(read("optcm").trim(), "0");
+    assert_eq!(read("env"), "A 64 A-vol-files B o\n");
+    assert_eq!(read("secret-env"), "same\n");
     assert_eq!(read("mem").trim(), "16384", "the tmpfs is sizeLimit");
     assert_eq!(
         read("memcap").trim(),
