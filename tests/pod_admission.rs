@@ -9,12 +9,13 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Event, Node, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use support::on_containerd::{bound_pod, ledger_text, main_status, phase, pod_records};
+use support::on_containerd::{
+    assert_an_update_starts_nothing, bound_pod, ledger_text, main_status, phase, pod_records,
+};
 use support::real_cluster::{Kube, RealCluster};
 
 const NODE: &str = "adm-node";
@@ -283,32 +284,8 @@ fn a_pod_whose_node_selector_the_node_does_not_match_fails_and_an_update_does_no
         "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector";
     rejected(&admin, "elsewhere", "NodeAffinity", message);
 
-    let pods = admin.api::<Pod>("default");
-    let patch = serde_json::json!({"metadata": {"labels": {"touched": "yes"}}});
-    admin
-        .run(pods.patch("elsewhere", &PatchParams::default(), &Patch::Merge(&patch)))
-        .unwrap();
-    // the node saw the update …
-    admin.wait_for("the node to record the update", 30, |_| {
-        pod_records(c, &uid)
-            .iter()
-            .any(|(kind, e)| {
-                kind == "PodUpdated" && e["pod"]["metadata"]["labels"]["touched"] == "yes"
-            })
-            .then_some(())
-    });
-    std::thread::sleep(Duration::from_secs(3));
-    // … and started nothing: no sandbox, image pull or container start, still Failed
-    let records = pod_records(c, &uid);
-    let started = records.iter().any(|(kind, e)| {
-        let action = e["action"].as_str().unwrap_or_default();
-        kind == "RuntimeActionFinished"
-            && ["create_sandbox", "pulling_image", "start_container"].contains(&action)
-    });
-    assert!(!started, "{records:?}");
-    let now = admin.run(pods.get("elsewhere")).unwrap();
-    assert_eq!(phase(&now), Some("Failed"));
-    assert!(main_status(&now).is_none_or(|s| s.state.as_ref().is_none_or(|s| s.running.is_none())));
+    // the node sees a later update and starts nothing
+    assert_an_update_starts_nothing(c, &admin, "elsewhere", &uid);
     // deleted, the rejected pod goes away: the node finishes it and deletes its object
     delete(&admin, "elsewhere");
     gone(&admin, "elsewhere");

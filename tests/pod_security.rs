@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::api::{ListParams, PostParams};
-use support::on_containerd::{bound_pod, main_status, phase, IMAGE};
-use support::real_cluster::{Kube, RealCluster};
+use support::on_containerd::{
+    bound_pod, container_output, main_status, outputs_of_completed, phase, IMAGE,
+};
+use support::real_cluster::RealCluster;
 
 const NODE: &str = "sec-node";
 
@@ -56,52 +58,6 @@ fn run_once_pod(
         }
     }))
     .unwrap()
-}
-
-/// What container `container` of pod `uid` wrote to its output, from its CRI log file in
-/// the node's pod log directory (`<namespace>_<name>_<uid>/<container>/0.log`, lines of
-/// `time stream tag text`). The API server's `pods/log` needs the node's kubelet API, which
-/// these tests do not depend on.
-fn container_output(c: &RealCluster, name: &str, uid: &str, container: &str) -> String {
-    let path = c
-        .dir
-        .join("node/pod-logs")
-        .join(format!("default_{name}_{uid}"))
-        .join(container)
-        .join("0.log");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.splitn(4, ' ').nth(3))
-        .map(|l| format!("{l}\n"))
-        .collect()
-}
-
-/// Creates `pod`, waits until it has Succeeded and returns each container's output.
-fn logs_of_completed(c: &RealCluster, admin: &Kube, pod: &Pod) -> BTreeMap<String, String> {
-    let pods = admin.api::<Pod>("default");
-    let name = pod.metadata.name.clone().unwrap();
-    let created = admin.run(pods.create(&PostParams::default(), pod)).unwrap();
-    let uid = created.metadata.uid.unwrap();
-    let done = admin.wait_for(&format!("{name} Succeeded or Failed"), 120, |k| {
-        let p = k.run(pods.get(&name)).ok()?;
-        matches!(phase(&p), Some("Succeeded" | "Failed")).then_some(p)
-    });
-    let out: BTreeMap<String, String> = pod
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers
-        .iter()
-        .map(|ct| (ct.name.clone(), container_output(c, &name, &uid, &ct.name)))
-        .collect();
-    assert_eq!(
-        phase(&done),
-        Some("Succeeded"),
-        "{name}: {:?}\nlogs: {out:#?}",
-        done.status
-    );
-    let _ = admin.run(pods.delete(&name, &Default::default()));
-    out
 }
 
 /// The value of `key=` on a line of `log`: `key=value` pairs separated by spaces, a value
@@ -171,7 +127,7 @@ fn containers_run_as_the_merged_user_and_groups_and_fs_group_owns_the_nodes_volu
             ),
         ],
     );
-    let logs = logs_of_completed(c, &admin, &pod);
+    let logs = outputs_of_completed(c, &admin, &pod);
     let (over, inherit) = (&logs["override"], &logs["inherit"]);
     // the container's runAsUser wins; the pod's group applies to both
     assert_eq!(field(over, "uid"), "1001 gid=3000", "{over}");
@@ -224,7 +180,7 @@ fn capabilities_no_new_privs_seccomp_read_only_root_and_masked_paths_apply_per_c
             ),
         ],
     );
-    let logs = logs_of_completed(c, &admin, &pod);
+    let logs = outputs_of_completed(c, &admin, &pod);
     let (locked, plain, privileged) = (&logs["locked"], &logs["plain"], &logs["privileged"]);
     // capabilities: exactly what was added after dropping all
     assert_eq!(cap_eff(locked), CAP_NET_ADMIN, "{locked}");
@@ -283,7 +239,7 @@ fn a_localhost_seccomp_profile_is_read_from_the_nodes_seccomp_directory() {
              mkdir /tmp/d 2>/dev/null && echo mkdir=allowed || echo mkdir=denied",
         )],
     );
-    let logs = logs_of_completed(c, &admin, &pod);
+    let logs = outputs_of_completed(c, &admin, &pod);
     assert_eq!(status_line(&logs["main"], "Seccomp"), "2");
     assert_eq!(field(&logs["main"], "mkdir"), "denied");
 }
@@ -408,12 +364,12 @@ fn containers_get_the_oom_score_of_their_qos_class_and_no_swap_beyond_their_memo
         .parse::<i64>()
         .unwrap()
         * 1024;
-    let best_effort = logs_of_completed(
+    let best_effort = outputs_of_completed(
         c,
         &admin,
         &resources_pod("besteffort", serde_json::json!({})),
     );
-    let burstable = logs_of_completed(
+    let burstable = outputs_of_completed(
         c,
         &admin,
         &resources_pod(
@@ -421,7 +377,7 @@ fn containers_get_the_oom_score_of_their_qos_class_and_no_swap_beyond_their_memo
             serde_json::json!({"requests": {"memory": "64Mi"}, "limits": {"memory": "128Mi"}}),
         ),
     );
-    let guaranteed = logs_of_completed(
+    let guaranteed = outputs_of_completed(
         c,
         &admin,
         &resources_pod(
@@ -648,7 +604,7 @@ fn the_service_account_token_belongs_to_the_pods_user_and_fs_group() {
         cases.push((pod, want));
     }
     for (pod, want) in cases {
-        let logs = logs_of_completed(c, &admin, &pod);
+        let logs = outputs_of_completed(c, &admin, &pod);
         let out = &logs["main"];
         assert_eq!(field(out, "token"), want, "{out}");
         assert_eq!(field(out, "readable"), "yes", "{out}");

@@ -5,21 +5,22 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     Event as KubeEvent, Node as ApiNode, NodeStatus, NodeSystemInfo, Pod,
 };
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use ledgerlet::core::command::{Command, EventType};
 use ledgerlet::core::config::{CoreConfig, PodSource};
 use ledgerlet::core::record::event::{NodeInfoObserved, PodConfigChange, SourceReady};
 use ledgerlet::core::record::Event;
 use support::agent::cli;
 use support::core_harness::{pod as core_pod, uid, Harness};
-use support::on_containerd::{bound_pod, ledger_text, main_status, phase, pod_records, IMAGE};
+use support::on_containerd::{
+    assert_an_update_starts_nothing, bound_pod, ledger_text, main_status, outputs_of_completed,
+    phase, IMAGE,
+};
 use support::real_cluster::{Kube, RealCluster};
 
 const NODE: &str = "sysctl-node";
@@ -231,22 +232,6 @@ fn run_once_pod(
     .unwrap()
 }
 
-/// What container `container` of pod `name` (`uid`) wrote, from its CRI log file in the
-/// node's pod log directory (lines of `time stream tag text`).
-fn container_output(c: &RealCluster, name: &str, uid: &str, container: &str) -> String {
-    let path = c
-        .dir
-        .join("node/pod-logs")
-        .join(format!("default_{name}_{uid}"))
-        .join(container)
-        .join("0.log");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.splitn(4, ' ').nth(3))
-        .map(|l| format!("{l}\n"))
-        .collect()
-}
-
 fn create(admin: &Kube, p: &Pod) -> Pod {
     admin
         .run(
@@ -263,34 +248,6 @@ fn delete(admin: &Kube, name: &str) {
             .api::<Pod>("default")
             .delete(name, &Default::default()),
     );
-}
-
-/// Creates `pod`, waits until it has Succeeded, deletes it and returns each container's
-/// output.
-fn outputs_of_completed(c: &RealCluster, admin: &Kube, pod: &Pod) -> BTreeMap<String, String> {
-    let pods = admin.api::<Pod>("default");
-    let name = pod.metadata.name.clone().unwrap();
-    let uid = create(admin, pod).metadata.uid.unwrap();
-    let done = admin.wait_for(&format!("{name} Succeeded or Failed"), 120, |k| {
-        let p = k.run(pods.get(&name)).ok()?;
-        matches!(phase(&p), Some("Succeeded" | "Failed")).then_some(p)
-    });
-    let out: BTreeMap<String, String> = pod
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers
-        .iter()
-        .map(|ct| (ct.name.clone(), container_output(c, &name, &uid, &ct.name)))
-        .collect();
-    assert_eq!(
-        phase(&done),
-        Some("Succeeded"),
-        "{name}: {:?}\nlogs: {out:#?}",
-        done.status
-    );
-    delete(admin, &name);
-    out
 }
 
 /// The value of `key=` on a line of `log`.
@@ -429,30 +386,8 @@ fn a_pod_with_a_sysctl_neither_safe_nor_allowed_fails_sysctl_forbidden_and_stays
         forbidden(&admin, name, message);
     }
 
+    assert_an_update_starts_nothing(c, &admin, "sem", &sem_uid);
     let pods = admin.api::<Pod>("default");
-    let patch = serde_json::json!({"metadata": {"labels": {"touched": "yes"}}});
-    admin
-        .run(pods.patch("sem", &PatchParams::default(), &Patch::Merge(&patch)))
-        .unwrap();
-    admin.wait_for("the node to record the update", 30, |_| {
-        pod_records(c, &sem_uid)
-            .iter()
-            .any(|(kind, e)| {
-                kind == "PodUpdated" && e["pod"]["metadata"]["labels"]["touched"] == "yes"
-            })
-            .then_some(())
-    });
-    std::thread::sleep(Duration::from_secs(3));
-    let records = pod_records(c, &sem_uid);
-    let started = records.iter().any(|(kind, e)| {
-        let action = e["action"]["action"].as_str().unwrap_or_default();
-        kind == "RuntimeActionFinished"
-            && ["create_sandbox", "pulling_image", "start_container"].contains(&action)
-    });
-    assert!(!started, "{records:?}");
-    let now = admin.run(pods.get("sem")).unwrap();
-    assert_eq!(phase(&now), Some("Failed"));
-    assert!(main_status(&now).is_none_or(|s| s.state.as_ref().is_none_or(|s| s.running.is_none())));
 
     let bystander = admin.run(pods.get("bystander")).unwrap();
     assert_eq!(phase(&bystander), Some("Running"));

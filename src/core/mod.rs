@@ -18,6 +18,7 @@ pub mod config;
 mod dispatch;
 pub mod empty_dir_eviction;
 pub mod fold_log;
+pub mod go_quote;
 pub mod housekeeping_memo;
 pub mod jitter;
 pub mod kubelet_sync;

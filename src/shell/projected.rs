@@ -15,6 +15,7 @@
 //! stops (the executor calls [`Projector::prepare`] before it starts containers and
 //! [`Projector::forget_pod`] before it removes the pod's directory).
 
+use crate::core::go_quote::go_quote;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -334,25 +335,6 @@ pub fn needs_refresh(issued: SystemTime, expires: SystemTime, now: SystemTime) -
     let ttl = expires.duration_since(issued).unwrap_or_default();
     let age = now.duration_since(issued).unwrap_or_default();
     age >= ttl.mul_f64(0.8) || age >= MAX_TOKEN_AGE
-}
-
-/// Go's `%q` for the common cases (the kubelet's `fieldpath.FormatMap`).
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 fn format_map(m: Option<&BTreeMap<String, String>>) -> String {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::agent::http_get;
-use super::real_cluster::RealCluster;
+use super::real_cluster::{Kube, RealCluster};
 
 /// The busybox image `scripts/build-test-images.sh` imports into the test containerd.
 pub const IMAGE: &str = "ledgerlet.test/busybox:1";
@@ -164,4 +164,87 @@ pub fn created_sandboxes(c: &RealCluster, uid: &str) -> Vec<String> {
         .filter(|(_, e)| e["action"] == "create_sandbox" && e["outcome"]["result"] == "ok")
         .filter_map(|(_, e)| Some(e["outcome"]["id"].as_str()?.to_string()))
         .collect()
+}
+
+/// What container `container` of pod `default/name` (`uid`) wrote, from its CRI log file in
+/// the node's pod log directory (`<namespace>_<name>_<uid>/<container>/0.log`, lines of
+/// `time stream tag text`).
+pub fn container_output(c: &RealCluster, name: &str, uid: &str, container: &str) -> String {
+    let path = c
+        .dir
+        .join("node/pod-logs")
+        .join(format!("default_{name}_{uid}"))
+        .join(container)
+        .join("0.log");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.splitn(4, ' ').nth(3))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// AM-01: a label update of the rejected pod `default/name` (`uid`) reaches the node and
+/// starts nothing of it (no sandbox, image pull or container start in the ledger); the pod
+/// stays Failed.
+pub fn assert_an_update_starts_nothing(c: &RealCluster, admin: &Kube, name: &str, uid: &str) {
+    use kube::api::{Patch, PatchParams};
+    let pods = admin.api::<Pod>("default");
+    let patch = serde_json::json!({"metadata": {"labels": {"touched": "yes"}}});
+    admin
+        .run(pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch)))
+        .unwrap();
+    admin.wait_for("the node to record the update", 30, |_| {
+        pod_records(c, uid)
+            .iter()
+            .any(|(kind, e)| {
+                kind == "PodUpdated" && e["pod"]["metadata"]["labels"]["touched"] == "yes"
+            })
+            .then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let records = pod_records(c, uid);
+    // `RuntimeActionFinished` flattens its action: `action` is the step's name
+    let started = records.iter().any(|(kind, e)| {
+        let action = e["action"].as_str().unwrap_or_default();
+        kind == "RuntimeActionFinished"
+            && ["create_sandbox", "pulling_image", "start_container"].contains(&action)
+    });
+    assert!(!started, "{name} was started after an update: {records:?}");
+    let now = admin.run(pods.get(name)).unwrap();
+    assert_eq!(phase(&now), Some("Failed"), "{name}");
+    assert!(main_status(&now).is_none_or(|s| s.state.as_ref().is_none_or(|s| s.running.is_none())));
+}
+
+/// Runs `pod` (in `default`) to completion and returns what each of its containers wrote
+/// ([`container_output`]); asserts that it Succeeded, then deletes it.
+pub fn outputs_of_completed(
+    c: &RealCluster,
+    admin: &Kube,
+    pod: &Pod,
+) -> std::collections::BTreeMap<String, String> {
+    use kube::api::PostParams;
+    let pods = admin.api::<Pod>("default");
+    let name = pod.metadata.name.clone().unwrap();
+    let created = admin.run(pods.create(&PostParams::default(), pod)).unwrap();
+    let uid = created.metadata.uid.unwrap();
+    let done = admin.wait_for(&format!("{name} Succeeded or Failed"), 120, |k| {
+        let p = k.run(pods.get(&name)).ok()?;
+        matches!(phase(&p), Some("Succeeded" | "Failed")).then_some(p)
+    });
+    let out = pod
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers
+        .iter()
+        .map(|ct| (ct.name.clone(), container_output(c, &name, &uid, &ct.name)))
+        .collect();
+    assert_eq!(
+        phase(&done),
+        Some("Succeeded"),
+        "{name}: {:?}\nlogs: {out:#?}",
+        done.status
+    );
+    let _ = admin.run(pods.delete(&name, &Default::default()));
+    out
 }

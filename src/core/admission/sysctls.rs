@@ -9,6 +9,7 @@
 //! predicate admit handler. Must not change state nor read the kernel: the caller passes
 //! the flag's patterns and the node's kernel release.
 
+use crate::core::go_quote::go_quote;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -50,25 +51,6 @@ impl PatternError {
             }
         }
     }
-}
-
-/// Go's `%q` for the names a pod or flag can hold.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// The sysctls a pod may set (`patternAllowlist`).
