@@ -30,8 +30,8 @@ pub const CHANNEL_CHUNKS: usize = 4;
 pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
 /// How often a follower at the end of the file looks for growth or a rotation.
 const POLL: Duration = Duration::from_millis(250);
-/// How often a follower at the end of the file asks whether the container still runs.
-const STATE_CHECK: Duration = Duration::from_secs(2);
+/// How often a follower at the end of the file asks whether the container still runs (the kubelet's stateCheckPeriod).
+const STATE_CHECK: Duration = Duration::from_secs(5);
 
 /// The body's items.
 pub type Chunk = Result<Bytes, std::io::Error>;
