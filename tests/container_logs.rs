@@ -139,7 +139,7 @@ impl Follower {
     /// Reads until `done(body)` holds; panics after `secs` or at the end of the stream.
     async fn until(&mut self, secs: u64, done: impl Fn(&str) -> bool) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-        let mut buf = vec![0u8; 16 * 1024];
+        let mut buf = vec![0u8; 1024];
         while !done(&self.body()) {
             let n = tokio::time::timeout_at(deadline, self.stream.read(&mut buf))
                 .await
@@ -442,8 +442,8 @@ fn a_thousand_followers_of_one_log_all_see_its_new_lines_in_bounded_memory() {
     let before = rss_kib();
     let tick = |b: &str| {
         b.lines()
-            .filter_map(|l| l.strip_prefix("tick-")?.parse::<u64>().ok())
-            .last()
+            .rev()
+            .find_map(|l| l.strip_prefix("tick-")?.parse::<u64>().ok())
     };
     let (during, newest) = s.rt.block_on(async {
         let path = "/containerLogs/default/cl-many/main?follow=true&tailLines=1";

@@ -40,7 +40,7 @@ pub type Chunk = Result<Bytes, std::io::Error>;
 /// offset after which `n` newlines remain (an unterminated last line is not counted), or
 /// 0 when the file has no more than `n` newlines.
 pub fn tail_offset<R: Read + Seek>(f: &mut R, n: u64) -> std::io::Result<u64> {
-    const BLOCK: u64 = 64 * 1024;
+    const BLOCK: u64 = 8 * 1024;
     let size = f.seek(SeekFrom::End(0))?;
     let mut right = size;
     let mut seen = 0u64;
