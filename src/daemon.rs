@@ -80,6 +80,9 @@ pub struct RunOptions {
     pub read_only_port: u16,
     /// Containers without a seccomp profile get `RuntimeDefault` (`--seccomp-default`).
     pub seccomp_default: bool,
+    /// Container log rotation (--container-log-max-size, -max-files, -max-workers,
+    /// -monitor-period-ms).
+    pub log_rotation: crate::shell::container_log_rotation::RotationPolicy,
     /// `--kube-reserved` and `--system-reserved`, subtracted from the node's allocatable.
     pub reserved: crate::shell::machine::allocatable::Reservations,
     /// Core knobs (timings, limits); `node_name` and `sources` are filled in here.
@@ -363,6 +366,11 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let health = Arc::new(PlegHealth::new(&opts.pleg));
     start_sources(&opts, &daemon, &runtime.cri, &health, &report, &shutdown_rx);
     let ledger_stream = serve_ledger_stream(&opts, &engine, &shutdown_rx).await?;
+    tokio::spawn(crate::shell::container_log_rotation::run(
+        runtime.cri.clone(),
+        opts.log_rotation.clone(),
+        shutdown_rx.clone(),
+    ));
     tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /pods, /debug/ledger, /debug/state");
     let state = HttpState {
         engine: engine.clone(),

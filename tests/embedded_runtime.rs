@@ -1139,3 +1139,48 @@ async fn exec_sync_output_is_capped_at_16_mib_and_the_command_still_succeeds() {
     assert_eq!(resp.stderr, b"done\n");
     h.shutdown().await;
 }
+
+/// The `tick-N` numbers logged in `text`, in order.
+fn ticks(text: &str) -> Vec<u64> {
+    parse_log(text)
+        .into_iter()
+        .filter_map(|(_, _, _, content)| content.strip_prefix("tick-")?.parse().ok())
+        .collect()
+}
+
+/// LR-03: after a rotation renamed the log away, `ReopenContainerLog` makes the output go
+/// to a fresh file at the log path; a container that no longer runs is refused, and no
+/// file is created for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopen_container_log_moves_the_output_to_a_fresh_file_and_refuses_a_stopped_container() {
+    let mut h = Harness::start().await;
+    let sb = h.sandbox("rotate").await;
+    let script = "i=0; while [ $i -lt 60 ]; do i=$((i+1)); echo tick-$i; sleep 0.05; done";
+    let id = h.run(&sb, "app", &sh(script)).await;
+    let log = h.path("logs/default_rotate/app/0.log");
+    wait_for_file(&log, "tick-3\n").await;
+    let rotated = h.path("logs/default_rotate/app/0.log.20240101-000000");
+    std::fs::rename(&log, &rotated).unwrap();
+    h.client.reopen_container_log(&id).await.unwrap();
+    h.wait_exited(&id).await;
+    let old = ticks(&std::fs::read_to_string(&rotated).unwrap());
+    let new = ticks(&std::fs::read_to_string(&log).unwrap());
+    assert!(
+        !new.is_empty(),
+        "the fresh file gets the output after the reopen"
+    );
+    let all: Vec<u64> = old.iter().chain(new.iter()).copied().collect();
+    assert_eq!(
+        all,
+        (1..=60).collect::<Vec<u64>>(),
+        "every line once, old file then new"
+    );
+    std::fs::remove_file(&log).unwrap();
+    let err = h.client.reopen_container_log(&id).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err}");
+    assert!(
+        !log.exists(),
+        "no log file is created for a stopped container"
+    );
+    h.shutdown().await;
+}

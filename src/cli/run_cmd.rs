@@ -66,6 +66,21 @@ pub struct RunArgs {
     /// limit evicts its pod); the kubelet's evictionMonitoringPeriod.
     #[arg(long, default_value_t = crate::shell::empty_dir_usage::DEFAULT_PERIOD_MS, value_parser = clap::value_parser!(u64).range(1..))]
     eviction_monitoring_period_ms: u64,
+    /// A running container's log file larger than this is rotated (kubelet
+    /// --container-log-max-size; a quantity such as 10Mi).
+    #[arg(long, default_value = "10Mi", value_parser = crate::shell::container_log_rotation::parse_max_size)]
+    container_log_max_size: u64,
+    /// At most this many log files (the live one included) are kept per container
+    /// (kubelet --container-log-max-files; at least 2).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..))]
+    container_log_max_files: u32,
+    /// How many containers' logs are rotated at once (kubelet --container-log-max-workers).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    container_log_max_workers: u32,
+    /// How often container log sizes are checked for rotation (the kubelet's
+    /// --container-log-monitor-interval, 10 s).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    container_log_monitor_period_ms: u64,
     /// CRI endpoint (e.g. unix:///run/containerd/containerd.sock). Without it, an embedded
     /// runtime that runs containers as host processes is started under --root-dir.
     #[arg(long)]
@@ -324,6 +339,12 @@ pub fn run(args: RunArgs) -> ExitCode {
         address: args.address,
         read_only_port: args.read_only_port,
         seccomp_default: args.seccomp_default,
+        log_rotation: crate::shell::container_log_rotation::RotationPolicy {
+            max_size_bytes: args.container_log_max_size,
+            max_files: args.container_log_max_files as usize,
+            max_workers: args.container_log_max_workers as usize,
+            monitor_period_ms: args.container_log_monitor_period_ms,
+        },
         reserved: crate::shell::machine::allocatable::Reservations {
             kube: args.kube_reserved,
             system: args.system_reserved,

@@ -148,6 +148,7 @@ pub fn operation(method: &str) -> (&'static str, &'static str) {
         "ContainerStatus" => (RT, "container_status"),
         "ExecSync" => (RT, "exec_sync"),
         "UpdateRuntimeConfig" => (RT, "update_runtime_config"),
+        "ReopenContainerLog" => (RT, "reopen_container_log"),
         "ListImages" => (IMG, "list_images"),
         "ImageStatus" => (IMG, "image_status"),
         "PullImage" => (IMG, "pull_image"),
@@ -575,6 +576,20 @@ impl CriClient {
         });
         res.map(tonic::Response::into_inner)
             .map_err(|s| self.rpc_error("GetContainerEvents", s))
+    }
+
+    /// `ReopenContainerLog` (helper E, log rotation): asks the runtime to write the
+    /// container's output to a fresh file at its log path after the old one was renamed.
+    pub async fn reopen_container_log(&self, container_id: &str) -> Result<(), CriError> {
+        let container_id = container_id.to_string();
+        let req = v1::ReopenContainerLogRequest { container_id };
+        rpc!(
+            self,
+            runtime.reopen_container_log,
+            "ReopenContainerLog",
+            req
+        )
+        .map(drop)
     }
 
     // ----- ImageService ---------------------------------------------------

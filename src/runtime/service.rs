@@ -683,6 +683,7 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
                 id.to_string(),
             )));
         }
+        let log_for_reopen = log.clone();
         if let Some(err) = child.stderr.take() {
             pumps.push(tokio::spawn(logs::pump(err, "stderr", log, id.to_string())));
         }
@@ -696,6 +697,7 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
             c.started_at = now_ns();
             c.pgid = Some(pgid);
             c.exited = Some(exit_rx);
+            c.log = log_for_reopen;
             c.sandbox_id.clone()
         };
         self.inner
@@ -777,6 +779,49 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
             status: Some(c.status()),
             info,
         }))
+    }
+
+    /// Reopens the log file at the container's log path (after the agent renamed the old
+    /// one away): the output pumps write to the new file from their next line. A container
+    /// that is not running is refused and no file is created, as the CRI asks.
+    async fn reopen_container_log(
+        &self,
+        request: Request<v1::ReopenContainerLogRequest>,
+    ) -> Result<Response<v1::ReopenContainerLogResponse>, Status> {
+        let req = request.into_inner();
+        let (path, shared) = {
+            let st = self.inner.state.lock().await;
+            let c = st
+                .containers
+                .get(&req.container_id)
+                .ok_or_else(|| not_found("container", &req.container_id))?;
+            if c.state != ContainerState::ContainerRunning {
+                return Err(Status::failed_precondition(format!(
+                    "ReopenContainerLog: container {:?} is not running (state {})",
+                    req.container_id,
+                    c.state.as_str_name()
+                )));
+            }
+            match &c.log {
+                Some(log) => (c.log_path.clone(), log.clone()),
+                None => {
+                    return Err(Status::failed_precondition(format!(
+                        "ReopenContainerLog: container {:?} has no log file",
+                        req.container_id
+                    )))
+                }
+            }
+        };
+        let fresh = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .await
+            .map_err(|e| {
+                Status::internal(format!("ReopenContainerLog: cannot open {path:?}: {e}"))
+            })?;
+        *shared.lock().await = fresh;
+        Ok(Response::new(v1::ReopenContainerLogResponse {}))
     }
 
     async fn exec_sync(

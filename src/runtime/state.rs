@@ -169,6 +169,9 @@ pub(crate) struct ContainerRec {
     pub exited: Option<watch::Receiver<bool>>,
     /// Process groups of ExecSync commands running in this container.
     pub exec_groups: HashSet<i32>,
+    /// The open log file the output pumps write to while the process runs
+    /// (swapped for a fresh file by `ReopenContainerLog` after a rotation).
+    pub log: Option<super::logs::SharedLog>,
 }
 
 impl ContainerRec {

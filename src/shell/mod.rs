@@ -5,6 +5,7 @@
 //! says what to do, the shell does it and says what happened.
 
 pub mod api;
+pub mod container_log_rotation;
 pub mod container_resources;
 pub mod cri_config;
 pub mod dns;
