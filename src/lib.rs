@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod engine;
 pub mod error_chain;
 pub mod http_server;
+pub mod kubelet_api;
 pub mod ledger;
 pub mod observe;
 pub mod postmortem;
