@@ -2,7 +2,7 @@
 # A real Kubernetes control plane on loopback, with ledgerlet as its node.
 #
 #   scripts/cluster.sh up DIR [--runtime embedded|containerd] [--no-node] [--node-name NAME]
-#                             [--node-arg FLAG]...
+#                             [--node-on-host] [--node-arg FLAG]...
 #   scripts/cluster.sh down DIR
 #   scripts/cluster.sh status DIR
 #   scripts/cluster.sh node-credentials DIR NAME
@@ -48,6 +48,11 @@
 #                          `down` removes the pods' sandboxes through CRI.
 #   --no-node              the control plane only.
 #   --node-name NAME       the node's name (default ledgerlet-0).
+#   --node-on-host         the node reports the host's address (the apiserver's advertised
+#                          one) as its InternalIP and listens on all addresses, so the
+#                          apiserver can proxy to its kubelet API (`kubectl get --raw
+#                          /api/v1/nodes/NAME/proxy/pods`; it refuses loopback addresses).
+#                          Default: --node-ip 127.0.0.1 --address 127.0.0.1.
 #   --node-arg FLAG        one more argument for `ledgerlet run` (repeatable), e.g.
 #                          --node-arg=--kube-reserved=cpu=100m,memory=100Mi.
 # down   stops every process `up` started (pid files, SIGTERM then SIGKILL; ledgerlet gets
@@ -462,6 +467,8 @@ do_up() {
   local etcd_peer_port
   free_port etcd_port; free_port etcd_peer_port; free_port apiserver_port
   free_port kcm_port; free_port scheduler_port; free_port node_port; free_port node_api_port
+  node_ip=127.0.0.1 node_address=127.0.0.1
+  [ "$node_on_host" = 0 ] || { node_ip="$advertise_ip"; node_address=0.0.0.0; }
   gen_pki
   kubeconfig "$dir/admin.kubeconfig" admin admin
   kubeconfig "$dir/controller-manager.kubeconfig" system:kube-controller-manager controller-manager
@@ -488,6 +495,7 @@ do_up() {
       echo "NODE_NAME=$node_name"
       echo "NODE_PORT=$node_port"
       echo "NODE_HTTP=http://127.0.0.1:$node_port"
+      echo "NODE_IP=$node_ip"
       echo "NODE_API_PORT=$node_api_port"
       echo "NODE_API=https://127.0.0.1:$node_api_port"
       echo "RUNTIME=$runtime"
@@ -590,10 +598,10 @@ EOF
     fi
     mkdir -p "$dir/node/pod-logs"
     start ledgerlet "$ledgerlet" run \
-      --kubeconfig "$dir/node.kubeconfig" --node-name "$node_name" --node-ip 127.0.0.1 \
+      --kubeconfig "$dir/node.kubeconfig" --node-name "$node_name" --node-ip "$node_ip" \
       --root-dir "$dir/node" --pod-logs-dir "$dir/node/pod-logs" \
       --pod-manifest-path "$dir/manifests" \
-      --address 127.0.0.1 --read-only-port "$node_port" --port "$node_api_port" \
+      --address "$node_address" --read-only-port "$node_port" --port "$node_api_port" \
       --tls-cert-file "$p/node-serving.crt" --tls-private-key-file "$p/node-serving.key" \
       --client-ca-file "$p/ca.crt" --authentication-token-webhook --authorization-mode Webhook \
       --cluster-dns "$cluster_dns" --cluster-domain cluster.local \
@@ -815,6 +823,7 @@ dir="$(realpath -m -- "$dir_arg")"
 [ "$dir" != / ] || die "DIR may not be /"
 runtime=embedded
 with_node=1
+node_on_host=0
 node_name="ledgerlet-0"
 node_args=()
 while [ $# -gt 0 ]; do
@@ -822,6 +831,7 @@ while [ $# -gt 0 ]; do
     --runtime) runtime="${2:?--runtime needs embedded or containerd}"; shift 2 ;;
     --runtime=*) runtime="${1#--runtime=}"; shift ;;
     --no-node) with_node=0; shift ;;
+    --node-on-host) node_on_host=1; shift ;;
     --node-name) node_name="${2:?--node-name needs a name}"; shift 2 ;;
     --node-name=*) node_name="${1#--node-name=}"; shift ;;
     --node-arg) node_args+=("${2:?--node-arg needs a flag}"); shift 2 ;;

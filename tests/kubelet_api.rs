@@ -1,5 +1,5 @@
-//! The kubelet API on the secure port, against a real control plane (KA-01, KA-02, KA-06,
-//! KA-07, KA-08): the apiserver reaches it through `nodes/NAME/proxy`, every request is
+//! The kubelet API on the secure port, against a real control plane (KA-01, KA-02, KA-11,
+//! KA-12, KA-13): the apiserver reaches it through `nodes/NAME/proxy`, every request is
 //! authenticated (client certificates of the cluster CA, ServiceAccount tokens through
 //! TokenReview) and authorized (SubjectAccessReview on `nodes/<subresource>`), and hostile
 //! clients get a 4xx or a closed connection while others are still served.
@@ -136,11 +136,11 @@ fn node_port(admin: &Kube, name: &str) -> i32 {
         .unwrap_or_default()
 }
 
-/// KA-06: the node reports its secure port, and `kubectl get --raw .../proxy/...` reaches
+/// KA-11, KA-12: the node reports its secure port, and `kubectl get --raw .../proxy/...` reaches
 /// `/pods`, `/debug/ledger?pod=NS/NAME` and `/configz` through the apiserver (its client
 /// certificate, group `system:masters`, allowed by the SubjectAccessReview).
 #[test]
-fn ka_06_the_apiserver_proxies_pods_ledger_and_configz_from_the_node_api() {
+fn ka_11_the_apiserver_proxies_pods_ledger_and_configz_from_the_node_api() {
     let Some(c) = cluster() else { return };
     // the apiserver does not proxy to a loopback address: the node reports the host's
     let host_ip = c.env["APISERVER_ADVERTISE_ADDRESS"].clone();
@@ -295,10 +295,10 @@ fn ka_01_service_account_tokens_are_reviewed_and_authorized_by_rbac() {
     );
 }
 
-/// KA-08: a client that never handshakes, plain HTTP on the TLS port, oversized headers,
+/// KA-13: a client that never handshakes, plain HTTP on the TLS port, oversized headers,
 /// odd paths and an oversized body get a closed connection or a 4xx; others are served.
 #[test]
-fn ka_08_hostile_clients_get_4xx_or_a_closed_connection_and_others_are_still_served() {
+fn ka_13_hostile_clients_get_4xx_or_a_closed_connection_and_others_are_still_served() {
     let Some(c) = cluster() else { return };
     let agent = c.agent("ka-hostile", &[]);
     let port = api_port(&agent);
