@@ -341,6 +341,10 @@ fn load_engine(opts: &RunOptions) -> anyhow::Result<(Engine, Option<AgentRestart
 /// pods). The steps, in order, each a function below.
 pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     prepare_directories(&opts)?;
+    // the kubelet API's flags are checked before anything starts
+    opts.api
+        .effective_mode(opts.kubeconfig.is_some())
+        .map_err(anyhow::Error::msg)?;
     let prometheus = crate::observe::metrics::install();
     metrics::gauge!("kubelet_node_name", "node" => opts.node_name.clone()).set(1.0);
     let runtime = connect_runtime(&opts).await?;

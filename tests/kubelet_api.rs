@@ -365,3 +365,68 @@ fn ka_13_hostile_clients_get_4xx_or_a_closed_connection_and_others_are_still_ser
     let (status, body) = call(c, port, "/healthz", &admin, &[]);
     assert_eq!((status, body.as_str()), (200, "ok"));
 }
+
+/// `curl -k` to a standalone agent's kubelet API (its certificate is self-signed).
+fn call_insecure(port: u16, path: &str) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "20", "-w", "\n%{http_code}"])
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// KA-01, KA-11: a standalone agent (no kubeconfig: AlwaysAllow) makes a self-signed serving
+/// certificate once under `<root-dir>/pki` and keeps it across restarts; without
+/// `--anonymous-auth` a request without credentials is 401, with it the request is served.
+#[test]
+fn ka_11_a_standalone_agent_keeps_its_self_signed_certificate_and_needs_anonymous_auth() {
+    let mut agent = Agent::start(&[]);
+    let port = api_port(&agent);
+    let cert = agent.state_dir().join("pki/kubelet.crt");
+    let first = std::fs::read(&cert).expect("a self-signed certificate");
+    assert!(agent.state_dir().join("pki/kubelet.key").exists());
+    let (status, body) = call_insecure(port, "/healthz");
+    assert_eq!((status, body.as_str()), (401, "Unauthorized"));
+    assert!(agent.stop().success());
+    agent.restart();
+    assert_eq!(std::fs::read(&cert).unwrap(), first, "the pair is reused");
+
+    let anonymous = Agent::start(&["--anonymous-auth"]);
+    let port = api_port(&anonymous);
+    let (status, body) = call_insecure(port, "/healthz");
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    let (status, body) = call_insecure(port, "/configz");
+    assert_eq!(status, 200, "{body}");
+    let configz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        configz["kubeletconfig"]["authorization"]["mode"],
+        "AlwaysAllow"
+    );
+    assert_eq!(
+        configz["kubeletconfig"]["authentication"]["anonymous"]["enabled"],
+        true
+    );
+}
+
+/// KA-02: `--authorization-mode Webhook` without a kubeconfig stops the start, naming the flag.
+#[test]
+fn ka_02_a_webhook_authorizer_without_a_kubeconfig_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
+        .args(["run", "--read-only-port", "0", "--port", "0"])
+        .args(["--authorization-mode", "Webhook", "--root-dir"])
+        .arg(dir.path())
+        .arg("--pod-logs-dir")
+        .arg(dir.path().join("logs"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--authorization-mode Webhook needs --kubeconfig"),
+        "{err}"
+    );
+}
