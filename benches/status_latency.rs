@@ -56,7 +56,15 @@ fn main() {
     }
     let log = std::fs::File::create(dir.path().join("agent.log")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
-        .args(["run", "--node-name", "bench", "--read-only-port", "0"])
+        .args([
+            "run",
+            "--node-name",
+            "bench",
+            "--read-only-port",
+            "0",
+            "--port",
+            "0",
+        ])
         .arg("--root-dir")
         .arg(dir.path().join("state"))
         .arg("--pod-logs-dir")

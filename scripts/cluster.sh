@@ -2,10 +2,11 @@
 # A real Kubernetes control plane on loopback, with ledgerlet as its node.
 #
 #   scripts/cluster.sh up DIR [--runtime embedded|containerd] [--no-node] [--node-name NAME]
-#                             [--node-arg FLAG]...
+#                             [--node-on-host] [--node-arg FLAG]...
 #   scripts/cluster.sh down DIR
 #   scripts/cluster.sh status DIR
 #   scripts/cluster.sh node-credentials DIR NAME
+#   scripts/cluster.sh client-credentials DIR USER [GROUP]
 #
 # up     builds (or reuses) the test bed's binaries (scripts/build-testbed.sh: etcd and
 #        Kubernetes at the versions pinned in testbed/go.mod), generates a CA and every
@@ -47,6 +48,11 @@
 #                          `down` removes the pods' sandboxes through CRI.
 #   --no-node              the control plane only.
 #   --node-name NAME       the node's name (default ledgerlet-0).
+#   --node-on-host         the node reports the host's address (the apiserver's advertised
+#                          one) as its InternalIP and listens on all addresses, so the
+#                          apiserver can proxy to its kubelet API (`kubectl get --raw
+#                          /api/v1/nodes/NAME/proxy/pods`; it refuses loopback addresses).
+#                          Default: --node-ip 127.0.0.1 --address 127.0.0.1.
 #   --node-arg FLAG        one more argument for `ledgerlet run` (repeatable), e.g.
 #                          --node-arg=--kube-reserved=cpu=100m,memory=100Mi.
 # down   stops every process `up` started (pid files, SIGTERM then SIGKILL; ledgerlet gets
@@ -57,6 +63,11 @@
 #        left (exit 1 if something is).
 #        It keeps DIR (logs, certificates, etcd data). Safe to run twice, or on a DIR that was
 #        never up.
+# node-credentials issues one more node's client certificate and kubeconfig
+#        (DIR/nodes/NAME.kubeconfig, printed) and its kubelet API serving certificate
+#        (DIR/pki/node-NAME-serving.crt/.key: IPs 127.0.0.1 and the host's, DNS NAME).
+# client-credentials issues a client certificate CN=USER, O=GROUP signed by the cluster CA
+#        (DIR/pki/user-USER.crt/.key, both printed), e.g. for a node's kubelet API.
 # status prints the pid and health of each component `up` started; exit 0 only if all of
 #        them are up and healthy (the node Ready), 1 otherwise (e.g. after `down`).
 #
@@ -69,7 +80,10 @@
 #   DIR/node-name             the node's name (absent with --no-node)
 #   DIR/runtime-endpoint      unix://DIR/containerd/containerd.sock (containerd only)
 #   DIR/bin                   link to the test bed's bin directory (kubectl, etcd, kube-*)
-#   DIR/pki/                  ca.crt ca.key, <name>.crt/.key per certificate (RSA 2048),
+#   DIR/pki/                  ca.crt ca.key, <name>.crt/.key per certificate (RSA 2048;
+#                             node-serving: the node's kubelet API certificate, node-NAME and
+#                             node-NAME-serving from node-credentials, user-USER from
+#                             client-credentials),
 #                             sa.key sa.pub, front-proxy-ca.crt/.key
 #   DIR/etcd/                 etcd's data directory
 #   DIR/node/                 ledgerlet's --root-dir (pod logs in DIR/node/pod-logs)
@@ -112,7 +126,7 @@ container_ids=""
 components=(ledgerlet kube-scheduler kube-controller-manager kube-apiserver etcd containerd)
 
 usage() {
-  sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 say() { echo "cluster.sh: $*" >&2; }
@@ -251,6 +265,9 @@ gen_pki() {
   cert front-proxy-client "/CN=front-proxy-client" clientAuth "" front-proxy-ca
   if [ "$with_node" = 1 ]; then
     cert node "/O=system:nodes/CN=system:node:$node_name" clientAuth,serverAuth "$loopback"
+    # the node's kubelet API serving certificate (the apiserver checks it against ca.crt)
+    cert node-serving "/O=system:nodes/CN=system:node:$node_name" serverAuth \
+      "IP:127.0.0.1,IP:$advertise_ip,DNS:$node_name,DNS:localhost"
   fi
   openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$p/sa.key" 2>/dev/null
   openssl pkey -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
@@ -449,7 +466,9 @@ do_up() {
   [ -n "$advertise_ip" ] || die "kube-apiserver: no non-loopback IPv4 address to advertise for the kubernetes Service"
   local etcd_peer_port
   free_port etcd_port; free_port etcd_peer_port; free_port apiserver_port
-  free_port kcm_port; free_port scheduler_port; free_port node_port
+  free_port kcm_port; free_port scheduler_port; free_port node_port; free_port node_api_port
+  node_ip=127.0.0.1 node_address=127.0.0.1
+  [ "$node_on_host" = 0 ] || { node_ip="$advertise_ip"; node_address=0.0.0.0; }
   gen_pki
   kubeconfig "$dir/admin.kubeconfig" admin admin
   kubeconfig "$dir/controller-manager.kubeconfig" system:kube-controller-manager controller-manager
@@ -476,6 +495,9 @@ do_up() {
       echo "NODE_NAME=$node_name"
       echo "NODE_PORT=$node_port"
       echo "NODE_HTTP=http://127.0.0.1:$node_port"
+      echo "NODE_IP=$node_ip"
+      echo "NODE_API_PORT=$node_api_port"
+      echo "NODE_API=https://127.0.0.1:$node_api_port"
       echo "RUNTIME=$runtime"
     } >>"$dir/cluster.env"
   fi
@@ -576,10 +598,12 @@ EOF
     fi
     mkdir -p "$dir/node/pod-logs"
     start ledgerlet "$ledgerlet" run \
-      --kubeconfig "$dir/node.kubeconfig" --node-name "$node_name" --node-ip 127.0.0.1 \
+      --kubeconfig "$dir/node.kubeconfig" --node-name "$node_name" --node-ip "$node_ip" \
       --root-dir "$dir/node" --pod-logs-dir "$dir/node/pod-logs" \
       --pod-manifest-path "$dir/manifests" \
-      --address 127.0.0.1 --read-only-port "$node_port" \
+      --address "$node_address" --read-only-port "$node_port" --port "$node_api_port" \
+      --tls-cert-file "$p/node-serving.crt" --tls-private-key-file "$p/node-serving.key" \
+      --client-ca-file "$p/ca.crt" --authentication-token-webhook --authorization-mode Webhook \
       --cluster-dns "$cluster_dns" --cluster-domain cluster.local \
       "${runtime_args[@]}" "${node_args[@]}"
     wait_for ledgerlet "serving on http://127.0.0.1:$node_port" node_http_healthy
@@ -750,6 +774,23 @@ do_status() {
   return "$ok"
 }
 
+# client-credentials DIR USER [GROUP]: a client certificate signed by the cluster CA for
+# USER (CN) in GROUP (O), e.g. to call a node's kubelet API; prints the .crt and .key paths
+do_client_credentials() {
+  [ -f "$dir/cluster.env" ] || die "$dir is not a cluster made by cluster.sh up"
+  case "$extra_node" in
+    ""|*[!a-z0-9.:-]*) die "client-credentials needs a user name (lowercase letters, digits, '.', ':', '-')" ;;
+  esac
+  case "$extra_group" in
+    *[!a-z0-9.:-]*) die "client-credentials: the group may have lowercase letters, digits, '.', ':', '-'" ;;
+  esac
+  local name="user-${extra_node//:/_}" subj="/CN=$extra_node"
+  [ -z "$extra_group" ] || subj="/O=$extra_group$subj"
+  cert "$name" "$subj" clientAuth
+  echo "$dir/pki/$name.crt"
+  echo "$dir/pki/$name.key"
+}
+
 # node-credentials DIR NAME: a client certificate and kubeconfig for one more node
 do_node_credentials() {
   [ -f "$dir/cluster.env" ] || die "$dir is not a cluster made by cluster.sh up"
@@ -760,6 +801,10 @@ do_node_credentials() {
   mkdir -p "$dir/nodes"
   cert "node-$extra_node" "/O=system:nodes/CN=system:node:$extra_node" clientAuth,serverAuth \
     "IP:127.0.0.1,DNS:localhost"
+  local host_ip
+  host_ip="$(sed -n 's/^APISERVER_ADVERTISE_ADDRESS=//p' "$dir/cluster.env")"
+  cert "node-$extra_node-serving" "/O=system:nodes/CN=system:node:$extra_node" serverAuth \
+    "IP:127.0.0.1,${host_ip:+IP:$host_ip,}DNS:$extra_node,DNS:localhost"
   kubeconfig "$dir/nodes/$extra_node.kubeconfig" "system:node:$extra_node" "node-$extra_node"
   echo "$dir/nodes/$extra_node.kubeconfig"
 }
@@ -769,11 +814,16 @@ do_node_credentials() {
 [ $# -ge 2 ] || usage
 cmd="$1"; dir_arg="$2"; shift 2
 extra_node=""
+extra_group=""
 if [ "$cmd" = node-credentials ]; then extra_node="${1:-}"; shift $(( $# > 0 ? 1 : 0 )); fi
+if [ "$cmd" = client-credentials ]; then
+  extra_node="${1:-}"; extra_group="${2:-}"; shift $(( $# > 1 ? 2 : $# ))
+fi
 dir="$(realpath -m -- "$dir_arg")"
 [ "$dir" != / ] || die "DIR may not be /"
 runtime=embedded
 with_node=1
+node_on_host=0
 node_name="ledgerlet-0"
 node_args=()
 while [ $# -gt 0 ]; do
@@ -781,6 +831,7 @@ while [ $# -gt 0 ]; do
     --runtime) runtime="${2:?--runtime needs embedded or containerd}"; shift 2 ;;
     --runtime=*) runtime="${1#--runtime=}"; shift ;;
     --no-node) with_node=0; shift ;;
+    --node-on-host) node_on_host=1; shift ;;
     --node-name) node_name="${2:?--node-name needs a name}"; shift 2 ;;
     --node-name=*) node_name="${1#--node-name=}"; shift ;;
     --node-arg) node_args+=("${2:?--node-arg needs a flag}"); shift 2 ;;
@@ -797,5 +848,6 @@ case "$cmd" in
   down) do_down ;;
   status) do_status ;;
   node-credentials) do_node_credentials ;;
+  client-credentials) do_client_credentials ;;
   *) usage ;;
 esac

@@ -46,7 +46,7 @@ else
   root="$(mktemp -d)"
   port=10255
   target/release/ledgerlet run --pod-manifest-path examples/pods --root-dir "$root/state" \
-    --pod-logs-dir "$root/logs" --read-only-port "$port" >"$root/agent.log" 2>&1 &
+    --pod-logs-dir "$root/logs" --read-only-port "$port" --port 0 >"$root/agent.log" 2>&1 &
   agent=$!
   trap 'kill -TERM $agent 2>/dev/null; wait $agent 2>/dev/null; rm -rf "$root"' EXIT
   for _ in $(seq 1 100); do

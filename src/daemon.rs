@@ -78,6 +78,8 @@ pub struct RunOptions {
     pub address: IpAddr,
     /// HTTP port (`--read-only-port`, 10255; 0 picks a free port).
     pub read_only_port: u16,
+    /// The authenticated HTTPS API (`--port`, TLS, authentication, authorization).
+    pub api: crate::kubelet_api::options::ApiOptions,
     /// Containers without a seccomp profile get `RuntimeDefault` (`--seccomp-default`).
     pub seccomp_default: bool,
     /// Container log rotation (--container-log-max-size, -max-files, -max-workers,
@@ -342,10 +344,15 @@ fn load_engine(opts: &RunOptions) -> anyhow::Result<(Engine, Option<AgentRestart
 /// pods). The steps, in order, each a function below.
 pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     prepare_directories(&opts)?;
+    // the kubelet API's flags are checked before anything starts
+    opts.api
+        .effective_mode(opts.kubeconfig.is_some())
+        .map_err(anyhow::Error::msg)?;
     let prometheus = crate::observe::metrics::install();
     metrics::gauge!("kubelet_node_name", "node" => opts.node_name.clone()).set(1.0);
     let runtime = connect_runtime(&opts).await?;
     let cluster = join_cluster(&opts).await?;
+    let api_client = cluster.as_ref().map(|c| c.api.client());
     let (report, mut inbox) = Report::channel(opts.inbox_capacity);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (engine, restarted) = start_engine(&opts)?;
@@ -362,7 +369,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr} (--address/--read-only-port)"))?;
     let bound = listener.local_addr()?;
-    daemon.observe_machine(&opts, &runtime.version, bound.port());
+    let secure = bind_kubelet_api(&opts, api_client).await?;
+    daemon.observe_machine(&opts, &runtime.version, secure.port);
     let health = Arc::new(PlegHealth::new(&opts.pleg));
     start_sources(&opts, &daemon, &runtime.cri, &health, &report, &shutdown_rx);
     let ledger_stream = serve_ledger_stream(&opts, &engine, &shutdown_rx).await?;
@@ -378,13 +386,16 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         pleg: health,
         prometheus,
     };
-    let server = tokio::spawn(serve_http(listener, state, shutdown_rx.clone()));
+    let server = tokio::spawn(serve_http(listener, state.clone(), shutdown_rx.clone()));
+    let extra = extra_routes(&engine, &runtime.cri);
+    let secure_server = tokio::spawn(secure.serve(state, extra, shutdown_rx.clone()));
 
     let stopped = daemon.run_until_signal(&opts, &mut inbox).await;
 
     // shutdown: sources and servers stop, the ledger is flushed, the runtime goes last
     let _ = shutdown_tx.send(true);
     let _ = server.await;
+    let _ = secure_server.await;
     let _ = tokio::time::timeout(Duration::from_secs(2), ledger_stream.task).await;
     let _ = std::fs::remove_file(&ledger_stream.socket);
     {
@@ -830,4 +841,121 @@ async fn serve_http(
             }
         })
         .await
+}
+
+/// Routers other pieces serve on the secure port (e.g. `/containerLogs`), each fully
+/// stated; they get the same authentication and authorization as every other route.
+fn extra_routes(engine: &Arc<Mutex<Engine>>, cri: &CriClient) -> axum::Router {
+    use crate::kubelet_api::container_logs;
+    container_logs::router(container_logs::ContainerLogsState::for_engine(
+        engine.clone(),
+        cri.clone(),
+    ))
+}
+
+/// The kubelet API, bound and configured, not yet serving.
+struct KubeletApiServer {
+    listener: tokio::net::TcpListener,
+    /// The port bound (what the node reports in `daemonEndpoints`).
+    port: u16,
+    tls: Arc<rustls::ServerConfig>,
+    api: Arc<crate::kubelet_api::KubeletApi>,
+    configz: serde_json::Value,
+}
+
+/// Binds `--address`:`--port` and loads (or makes) the serving certificate; authentication
+/// and authorization as the flags say, reviews through `client` (the node's API client).
+async fn bind_kubelet_api(
+    opts: &RunOptions,
+    client: Option<kube::Client>,
+) -> anyhow::Result<KubeletApiServer> {
+    use crate::kubelet_api::{authn, authz, options::AuthorizationMode, tls};
+    let mode = opts
+        .api
+        .effective_mode(client.is_some())
+        .map_err(anyhow::Error::msg)?;
+    let names = [
+        opts.node_name.clone(),
+        machine::system_hostname(),
+        opts.node_ip.clone(),
+    ];
+    let (chain, key, cert_path) = tls::serving_pair(&opts.api.tls, &opts.root_dir, &names)?;
+    let tls = Arc::new(tls::server_config(&opts.api.tls, chain, key)?);
+    let addr = SocketAddr::new(opts.address, opts.api.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (--address/--port)"))?;
+    let port = listener.local_addr()?.port();
+    let authz = match (mode, &client) {
+        (AuthorizationMode::Webhook, Some(c)) => authz::Authorizer::webhook(c.clone()),
+        _ => authz::Authorizer::AlwaysAllow,
+    };
+    let tokens = match (&client, opts.api.token_webhook) {
+        (Some(c), true) => Some(authn::TokenReviewer::new(c.clone())),
+        _ => None,
+    };
+    let api = Arc::new(crate::kubelet_api::KubeletApi {
+        node_name: opts.node_name.clone(),
+        authn: authn::Authenticator {
+            tokens,
+            anonymous: opts.api.anonymous_auth,
+        },
+        authz,
+    });
+    let mut configz = opts.api.configz(mode, port);
+    if let Some(c) = configz.as_object_mut() {
+        c.insert("address".into(), opts.address.to_string().into());
+        c.insert("readOnlyPort".into(), opts.read_only_port.into());
+        c.insert("nodeName".into(), opts.node_name.clone().into());
+        c.insert("maxPods".into(), opts.core.max_pods.into());
+        c.insert(
+            "podLogsDir".into(),
+            opts.pod_logs_dir.display().to_string().into(),
+        );
+        c.insert(
+            "staticPodPath".into(),
+            opts.pod_manifest_path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .into(),
+        );
+        c.insert(
+            "clusterDNS".into(),
+            opts.dns
+                .cluster_dns
+                .iter()
+                .map(|ip| serde_json::Value::from(ip.to_string()))
+                .collect::<Vec<_>>()
+                .into(),
+        );
+        c.insert(
+            "clusterDomain".into(),
+            opts.dns.cluster_domain.clone().into(),
+        );
+        c.insert("seccompDefault".into(), opts.seccomp_default.into());
+        c.insert("kubeAPIQPS".into(), opts.api_limits.qps.into());
+        c.insert("kubeAPIBurst".into(), opts.api_limits.burst.into());
+    }
+    tracing::info!(kubelet_api = %SocketAddr::new(opts.address, port), certificate = %cert_path.display(), authorization = mode.as_str(), token_webhook = opts.api.token_webhook, anonymous = opts.api.anonymous_auth, "serving the kubelet API (HTTPS)");
+    Ok(KubeletApiServer {
+        listener,
+        port,
+        tls,
+        api,
+        configz,
+    })
+}
+
+impl KubeletApiServer {
+    /// Serves the shared endpoints, `/configz` and `extra` until shutdown.
+    async fn serve(self, state: HttpState, extra: axum::Router, shutdown: watch::Receiver<bool>) {
+        use crate::kubelet_api::{guarded, routes, serve, Limits};
+        let limits = Limits::default();
+        let app = guarded(
+            self.api,
+            routes::routes(state, routes::Configz(self.configz), extra),
+            limits,
+        );
+        serve(self.listener, self.tls, app, limits, shutdown).await;
+    }
 }

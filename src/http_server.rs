@@ -2,7 +2,8 @@
 //!
 //! Owns `/healthz`, `/metrics` (see `observe::metrics`), `/metrics/probes`, `/pods`, `/debug/ledger`
 //! (NDJSON; `?since=SEQ`, `?pod=UID|NAMESPACE/NAME`, `?kind=K1,K2`, `?follow=true`),
-//! `/debug/state` and `/debug/events`. Must not hold the engine lock while writing a response: it copies what it needs (records are
+//! `/debug/state` and `/debug/events`; the same router is served, behind authentication and
+//! authorization, on the kubelet API's secure port (`kubelet_api::routes`). Must not hold the engine lock while writing a response: it copies what it needs (records are
 //! shared `Arc`s) and serialises outside the lock, so a slow client never slows the fold.
 
 use std::collections::HashMap;

@@ -204,7 +204,15 @@ fn a_fatal_error_after_start_up_writes_the_flight_recording() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
-        .args(["run", "--read-only-port", "0", "--node-name", "n1"])
+        .args([
+            "run",
+            "--read-only-port",
+            "0",
+            "--port",
+            "0",
+            "--node-name",
+            "n1",
+        ])
         .arg("--root-dir")
         .arg(&state)
         .arg("--pod-logs-dir")

@@ -104,6 +104,29 @@ pub struct RunArgs {
     /// Port of the HTTP server (/healthz, /metrics, /pods, /debug/*); 0 picks a free one.
     #[arg(long, default_value_t = 10255)]
     read_only_port: u16,
+    /// Port of the authenticated HTTPS kubelet API (kubelet --port); 0 picks a free one,
+    /// which the node reports in status.daemonEndpoints.
+    #[arg(long, default_value_t = 10250)]
+    port: u16,
+    /// The HTTPS serving certificate (PEM); absent: a self-signed one under <root-dir>/pki.
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// The key of --tls-cert-file (PEM).
+    #[arg(long)]
+    tls_private_key_file: Option<PathBuf>,
+    /// Client certificates signed by this CA authenticate as CN (user) and O (groups).
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// Check bearer tokens with a TokenReview (needs --kubeconfig).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    authentication_token_webhook: bool,
+    /// Serve unauthenticated requests as system:anonymous (else they get 401).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    anonymous_auth: bool,
+    /// Webhook (a SubjectAccessReview per request) or AlwaysAllow; default: Webhook with
+    /// --kubeconfig, AlwaysAllow standalone.
+    #[arg(long)]
+    authorization_mode: Option<crate::kubelet_api::options::AuthorizationMode>,
     /// Pod resync after a successful sync (kubelet --sync-frequency).
     #[arg(long, default_value_t = 60_000)]
     sync_frequency_ms: u64,
@@ -338,6 +361,17 @@ pub fn run(args: RunArgs) -> ExitCode {
         max_wait_for_container_runtime_ms: args.max_wait_for_container_runtime_ms,
         address: args.address,
         read_only_port: args.read_only_port,
+        api: crate::kubelet_api::options::ApiOptions {
+            port: args.port,
+            tls: crate::kubelet_api::tls::TlsFiles {
+                cert: args.tls_cert_file,
+                key: args.tls_private_key_file,
+                client_ca: args.client_ca_file,
+            },
+            anonymous_auth: args.anonymous_auth,
+            token_webhook: args.authentication_token_webhook,
+            authorization_mode: args.authorization_mode,
+        },
         seccomp_default: args.seccomp_default,
         log_rotation: crate::shell::container_log_rotation::RotationPolicy {
             max_size_bytes: args.container_log_max_size,

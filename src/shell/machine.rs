@@ -53,7 +53,7 @@ pub struct MachineConfig {
     pub max_pods: u32,
     /// The agent's root directory: `ephemeral-storage` is the size of its filesystem.
     pub root_dir: PathBuf,
-    /// `daemonEndpoints.kubeletEndpoint.Port`.
+    /// `daemonEndpoints.kubeletEndpoint.Port`: the kubelet API's bound port (`--port`).
     pub http_port: u16,
     /// CRI `Version.runtime_name` (e.g. `containerd`).
     pub runtime_name: String,

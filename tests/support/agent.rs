@@ -131,9 +131,16 @@ impl Agent {
         for (flag, dir) in dirs {
             cmd.arg(flag).arg(dir);
         }
+        // the kubelet API on a free port (many agents share the host), unless `extra` names one
+        let secure_port: &[&str] = if extra.contains(&"--port") {
+            &[]
+        } else {
+            &["--port", "0"]
+        };
         let child = cmd
             .args(&node)
             .args(["--read-only-port", "0"])
+            .args(secure_port)
             .args(&fast)
             .args(&extra)
             .env("RUST_LOG", "info,ledgerlet=debug")
@@ -166,8 +173,11 @@ impl Agent {
         loop {
             let all = std::fs::read_to_string(&self.log_file).unwrap_or_default();
             let log = all.get(from..).unwrap_or_default();
-            if let Some(i) = log.find("address=127.0.0.1:") {
-                let rest = &log[i + "address=127.0.0.1:".len()..];
+            let found = ["address=127.0.0.1:", "address=0.0.0.0:"]
+                .iter()
+                .find_map(|m| log.find(m).map(|i| i + m.len()));
+            if let Some(i) = found {
+                let rest = &log[i..];
                 let port: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
                 if let Ok(p) = port.parse() {
                     return p;

@@ -144,22 +144,74 @@ impl RealCluster {
     }
 
     /// `ledgerlet run` as node `name`, joined with that node's own credentials, on the
-    /// embedded runtime unless `extra` says otherwise.
+    /// embedded runtime unless `extra` says otherwise; its kubelet API as a cluster node's
+    /// (see [`RealCluster::node_args`]).
     pub fn agent(&self, name: &str, extra: &[&str]) -> Agent {
-        let kubeconfig = self.node_kubeconfig(name);
-        let kubeconfig = kubeconfig.to_str().unwrap().to_string();
-        let mut args = vec!["--kubeconfig", kubeconfig.as_str(), "--node-name", name];
-        args.extend_from_slice(extra);
+        let args = self.node_args(name, extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Agent::start(&args)
     }
 
     /// [`RealCluster::agent`] in an existing test directory (see [`Agent::start_in`]).
     pub fn agent_in(&self, root: tempfile::TempDir, name: &str, extra: &[&str]) -> Agent {
-        let kubeconfig = self.node_kubeconfig(name);
-        let kubeconfig = kubeconfig.to_str().unwrap().to_string();
-        let mut args = vec!["--kubeconfig", kubeconfig.as_str(), "--node-name", name];
-        args.extend_from_slice(extra);
+        let args = self.node_args(name, extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Agent::start_in(root, &args, &[])
+    }
+
+    /// The flags of node `name`, as `cluster.sh up` starts its own: its kubeconfig, and a
+    /// kubelet API with a serving certificate signed by the cluster CA, client certificates
+    /// of that CA, TokenReview and SubjectAccessReview (each left out when `extra` sets it).
+    pub fn node_args(&self, name: &str, extra: &[&str]) -> Vec<String> {
+        let kubeconfig = self.node_kubeconfig(name);
+        let pki = self.dir.join("pki");
+        let file = |f: String| pki.join(f).to_str().unwrap().to_string();
+        let mut args: Vec<String> = vec![
+            "--kubeconfig".into(),
+            kubeconfig.to_str().unwrap().into(),
+            "--node-name".into(),
+            name.into(),
+        ];
+        let api: [(&str, String); 5] = [
+            ("--tls-cert-file", file(format!("node-{name}-serving.crt"))),
+            (
+                "--tls-private-key-file",
+                file(format!("node-{name}-serving.key")),
+            ),
+            ("--client-ca-file", file("ca.crt".into())),
+            ("--authentication-token-webhook", "true".into()),
+            ("--authorization-mode", "Webhook".into()),
+        ];
+        for (flag, value) in api {
+            if !extra.contains(&flag) {
+                args.push(flag.into());
+                args.push(value);
+            }
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    }
+
+    /// A client certificate signed by the cluster CA for `user` in `group` (`cluster.sh
+    /// client-credentials`): (certificate file, key file).
+    pub fn client_certificate(&self, user: &str, group: Option<&str>) -> (PathBuf, PathBuf) {
+        let out = Command::new(cluster_sh())
+            .arg("client-credentials")
+            .arg(&self.dir)
+            .arg(user)
+            .args(group)
+            .output()
+            .expect("run scripts/cluster.sh client-credentials");
+        assert!(
+            out.status.success(),
+            "client-credentials {user}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        let cert = PathBuf::from(lines.next().expect("certificate path"));
+        let key = PathBuf::from(lines.next().expect("key path"));
+        (cert, key)
     }
 
     /// A kube client with the credentials of `kubeconfig`, on a runtime of its own.
