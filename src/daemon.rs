@@ -363,12 +363,17 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let health = Arc::new(PlegHealth::new(&opts.pleg));
     start_sources(&opts, &daemon, &runtime.cri, &health, &report, &shutdown_rx);
     let ledger_stream = serve_ledger_stream(&opts, &engine, &shutdown_rx).await?;
-    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /pods, /debug/ledger, /debug/state");
+    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /metrics/resource, /stats/summary, /pods, /debug/ledger, /debug/state");
     let state = HttpState {
         engine: engine.clone(),
         events: daemon.events.clone(),
         pleg: health,
         prometheus,
+        stats: crate::shell::stats::StatsState::new(
+            runtime.cri.clone(),
+            opts.node_name.clone(),
+            opts.root_dir.clone(),
+        ),
     };
     let server = tokio::spawn(serve_http(listener, state, shutdown_rx.clone()));
 

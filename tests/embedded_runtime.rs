@@ -1139,3 +1139,36 @@ async fn exec_sync_output_is_capped_at_16_mib_and_the_command_still_succeeds() {
     assert_eq!(resp.stderr, b"done\n");
     h.shutdown().await;
 }
+
+/// ST-05: the embedded runtime refuses container and sandbox stats as unimplemented, naming
+/// the RPC and itself, and the node's summary then fails naming the CRI call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn st_05_stats_rpcs_are_refused_clearly_and_the_summary_fails_naming_the_cri_call() {
+    let mut h = Harness::start().await;
+    let e = h.client.list_container_stats(None).await.unwrap_err();
+    assert_eq!(rpc_code(&e), Code::Unimplemented, "{e}");
+    assert!(
+        e.to_string()
+            .contains("ListContainerStats is not implemented by ledgerlet's embedded runtime"),
+        "{e}"
+    );
+    let e = h.client.list_pod_sandbox_stats(None).await.unwrap_err();
+    assert_eq!(rpc_code(&e), Code::Unimplemented, "{e}");
+    assert!(
+        e.to_string()
+            .contains("ListPodSandboxStats is not implemented by ledgerlet's embedded runtime"),
+        "{e}"
+    );
+    let stats =
+        ledgerlet::shell::stats::StatsState::new(h.client.clone(), "node-a".into(), h.path("root"));
+    let e = stats.summary(false).await.unwrap_err();
+    assert!(e.to_string().contains("ListContainerStats"), "{e}");
+    let text = ledgerlet::shell::stats::resource_metrics::render(None);
+    assert_eq!(
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>(),
+        ["resource_scrape_error 1"]
+    );
+    h.shutdown().await;
+}

@@ -933,6 +933,26 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
         Ok(Response::new(self.subscribe_events()))
     }
+
+    // Stats (helper F): the embedded runtime does not measure its processes (yet), so
+    // `/stats/summary` on it has the node's figures and no pods.
+    async fn list_container_stats(
+        &self,
+        _request: Request<v1::ListContainerStatsRequest>,
+    ) -> Result<Response<v1::ListContainerStatsResponse>, Status> {
+        Err(Status::unimplemented(
+            "ListContainerStats is not implemented by ledgerlet's embedded runtime (use containerd for container stats)",
+        ))
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        _request: Request<v1::ListPodSandboxStatsRequest>,
+    ) -> Result<Response<v1::ListPodSandboxStatsResponse>, Status> {
+        Err(Status::unimplemented(
+            "ListPodSandboxStats is not implemented by ledgerlet's embedded runtime (use containerd for pod stats)",
+        ))
+    }
 }
 
 #[tonic::async_trait]
