@@ -1140,29 +1140,80 @@ async fn exec_sync_output_is_capped_at_16_mib_and_the_command_still_succeeds() {
     h.shutdown().await;
 }
 
-/// ST-05: the embedded runtime refuses container and sandbox stats as unimplemented, naming
-/// the RPC and itself, and the node's summary then fails naming the CRI call.
+/// ST-07: the embedded runtime measures each running container's process group: a busy
+/// loop's cumulative CPU rises, an idle container's stays low, and the sandbox's stats cover
+/// its containers'; the node's summary on it has the pod with both containers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn st_05_stats_rpcs_are_refused_clearly_and_the_summary_fails_naming_the_cri_call() {
+async fn st_07_embedded_runtime_reports_cpu_and_memory_of_its_containers_process_groups() {
     let mut h = Harness::start().await;
-    let e = h.client.list_container_stats(None).await.unwrap_err();
-    assert_eq!(rpc_code(&e), Code::Unimplemented, "{e}");
+    let sb = h.sandbox("stats").await;
+    let busy = h.run(&sb, "busy", &sh("while :; do :; done")).await;
+    let idle = h.run(&sb, "idle", &["sleep", "3600"]).await;
+    let cpu_of = |stats: &[v1::ContainerStats], id: &str| -> u64 {
+        let s = stats
+            .iter()
+            .find(|s| s.attributes.as_ref().unwrap().id == id)
+            .unwrap_or_else(|| panic!("no stats for {id}: {stats:?}"));
+        s.cpu
+            .as_ref()
+            .unwrap()
+            .usage_core_nano_seconds
+            .as_ref()
+            .unwrap()
+            .value
+    };
+    let before = h.client.list_container_stats(None).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = h.client.list_container_stats(None).await.unwrap();
+    assert_eq!(after.len(), 2, "{after:?}");
     assert!(
-        e.to_string()
-            .contains("ListContainerStats is not implemented by ledgerlet's embedded runtime"),
-        "{e}"
+        cpu_of(&after, &busy) > cpu_of(&before, &busy) + 200_000_000,
+        "busy: {before:?} then {after:?}"
     );
-    let e = h.client.list_pod_sandbox_stats(None).await.unwrap_err();
-    assert_eq!(rpc_code(&e), Code::Unimplemented, "{e}");
-    assert!(
-        e.to_string()
-            .contains("ListPodSandboxStats is not implemented by ledgerlet's embedded runtime"),
-        "{e}"
-    );
+    assert!(cpu_of(&after, &idle) < 200_000_000, "idle: {after:?}");
+    let idle_stats = after
+        .iter()
+        .find(|s| s.attributes.as_ref().unwrap().id == idle)
+        .unwrap();
+    let rss = idle_stats
+        .memory
+        .as_ref()
+        .unwrap()
+        .working_set_bytes
+        .as_ref()
+        .unwrap()
+        .value;
+    assert!(rss > 0, "{idle_stats:?}");
+    let sandboxes = h.client.list_pod_sandbox_stats(None).await.unwrap();
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    let linux = sandboxes[0].linux.as_ref().unwrap();
+    assert_eq!(linux.containers.len(), 2, "{sandboxes:?}");
+    let pod_cpu = linux
+        .cpu
+        .as_ref()
+        .unwrap()
+        .usage_core_nano_seconds
+        .as_ref()
+        .unwrap()
+        .value;
+    assert!(pod_cpu >= cpu_of(&after, &busy), "{sandboxes:?}");
+
     let stats =
         ledgerlet::shell::stats::StatsState::new(h.client.clone(), "node-a".into(), h.path("root"));
-    let e = stats.summary(false).await.unwrap_err();
-    assert!(e.to_string().contains("ListContainerStats"), "{e}");
+    let summary = stats.summary(false).await.unwrap();
+    assert_eq!(summary.node.node_name, "node-a");
+    assert_eq!(summary.pods.len(), 1, "{summary:?}");
+    let pod = &summary.pods[0];
+    assert_eq!(pod.pod_ref.uid, "uid-stats");
+    let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["busy", "idle"]);
+    h.shutdown().await;
+}
+
+/// ST-05: when the runtime's stats cannot be had, `/metrics/resource` is only the scrape
+/// error.
+#[test]
+fn st_05_resource_metrics_without_stats_are_only_the_scrape_error() {
     let text = ledgerlet::shell::stats::resource_metrics::render(None);
     assert_eq!(
         text.lines()
@@ -1170,5 +1221,4 @@ async fn st_05_stats_rpcs_are_refused_clearly_and_the_summary_fails_naming_the_c
             .collect::<Vec<_>>(),
         ["resource_scrape_error 1"]
     );
-    h.shutdown().await;
 }
