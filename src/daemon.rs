@@ -373,7 +373,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             runtime.cri.clone(),
             opts.node_name.clone(),
             opts.root_dir.clone(),
-        ),
+        )
+        .with_pod_logs_dir(opts.pod_logs_dir.clone()),
     };
     let server = tokio::spawn(serve_http(listener, state, shutdown_rx.clone()));
 

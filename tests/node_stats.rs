@@ -219,6 +219,15 @@ fn st_02_st_03_a_busy_container_burns_cpu_in_the_summary_and_an_idle_one_does_no
         "{later:#}"
     );
     assert!(later["ephemeral-storage"].is_object(), "{later:#}");
+    // the container's CRI log file, empty for a silent loop
+    assert!(
+        u64_at(busy, &["logs", "inodesUsed"]).is_some_and(|n| n >= 1),
+        "{busy:#}"
+    );
+    assert!(
+        u64_at(busy, &["logs", "capacityBytes"]).is_some_and(|n| n > 0),
+        "{busy:#}"
+    );
 }
 
 /// ST-02: memory a container holds (a tmpfs it filled) is in its and its pod's working set;

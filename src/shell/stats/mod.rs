@@ -10,6 +10,7 @@
 
 pub mod cpu_rate;
 pub mod host;
+pub mod logs;
 pub mod pods;
 pub mod resource_metrics;
 pub mod summary;
@@ -43,6 +44,7 @@ pub struct StatsState {
     cri: CriClient,
     node_name: String,
     root_dir: PathBuf,
+    pod_logs_dir: Option<PathBuf>,
     rates: Arc<Mutex<CpuRates>>,
 }
 
@@ -53,8 +55,15 @@ impl StatsState {
             cri,
             node_name,
             root_dir,
+            pod_logs_dir: None,
             rates: Arc::new(Mutex::new(CpuRates::new(RATE_CACHE_CAPACITY))),
         }
+    }
+
+    /// The same, with the containers' log figures read from `dir` (`--pod-logs-dir`).
+    pub fn with_pod_logs_dir(mut self, dir: PathBuf) -> StatsState {
+        self.pod_logs_dir = Some(dir);
+        self
     }
 
     /// The summary: everything (`only_cpu_and_memory` false), or the node's and pods' CPU and
@@ -85,7 +94,7 @@ impl StatsState {
             ),
             RateMode::ReadOnly => rates.last_rate(NODE_KEY),
         });
-        let pods = pods::build_pods(
+        let mut pods = pods::build_pods(
             &lists,
             &mut rates,
             mode,
@@ -94,6 +103,9 @@ impl StatsState {
         );
         drop(rates);
         let full = !only_cpu_and_memory;
+        if let (true, Some(dir)) = (full, &self.pod_logs_dir) {
+            logs::add_logs(&mut pods, dir, &time);
+        }
         let node = NodeStats {
             node_name: self.node_name.clone(),
             start_time: api_time(host::boot_time_ns()),
@@ -112,8 +124,8 @@ impl StatsState {
         Ok(Summary { node, pods })
     }
 
-    /// The CRI lists. A runtime that does not answer `ListPodSandboxStats` (containerd
-    /// before 1.7) leaves pod figures to be summed from the containers'.
+    /// The CRI lists. A runtime that does not implement `ListPodSandboxStats` leaves the
+    /// pods' figures to be summed from their containers'.
     async fn cri_lists(&self) -> Result<CriLists, CriError> {
         let sandboxes = self.cri.list_pod_sandbox(None).await?;
         let containers = self.cri.list_containers(None).await?;

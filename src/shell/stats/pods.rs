@@ -248,6 +248,7 @@ pub fn build_pods(
                     } else {
                         None
                     },
+                    logs: None,
                 }
             })
             .collect();

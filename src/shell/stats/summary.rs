@@ -256,6 +256,9 @@ pub struct ContainerStats {
     /// Its writable layer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rootfs: Option<FsStats>,
+    /// Its log files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logs: Option<FsStats>,
 }
 
 /// A CRI timestamp (nanoseconds since the epoch) as the API's RFC 3339 time, to the second.
