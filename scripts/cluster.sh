@@ -2,7 +2,7 @@
 # A real Kubernetes control plane on loopback, with ledgerlet as its node.
 #
 #   scripts/cluster.sh up DIR [--runtime embedded|containerd] [--no-node] [--node-name NAME]
-#                             [--node-on-host] [--node-arg FLAG]...
+#                             [--node-on-host] [--node-arg FLAG]... [--with-metrics-server]
 #   scripts/cluster.sh down DIR
 #   scripts/cluster.sh status DIR
 #   scripts/cluster.sh node-credentials DIR NAME
@@ -55,6 +55,8 @@
 #                          Default: --node-ip 127.0.0.1 --address 127.0.0.1.
 #   --node-arg FLAG        one more argument for `ledgerlet run` (repeatable), e.g.
 #                          --node-arg=--kube-reserved=cpu=100m,memory=100Mi.
+#   --with-metrics-server  metrics-server as the v1beta1.metrics.k8s.io APIService, once the
+#                          node is Ready (`kubectl top`; see scripts/cluster-metrics-server.sh).
 # down   stops every process `up` started (pid files, SIGTERM then SIGKILL; ledgerlet gets
 #        90 s to stop its pods), containerd's containers still running (runc delete
 #        --force: the node may have been killed), anything left in their sessions and
@@ -90,7 +92,9 @@
 #   DIR/manifests/            ledgerlet's --pod-manifest-path (static pods; empty)
 #   DIR/containerd/           config.toml, root, state, runc, containerd.sock, cni/, images/
 #   DIR/logs/<component>.log  etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-#                             ledgerlet, containerd
+#                             ledgerlet, containerd, metrics-server (with --with-metrics-server,
+#                             which also writes DIR/metrics-server.kubeconfig and
+#                             METRICS_SERVER=https://ADDR:PORT in cluster.env)
 #   DIR/logs/audit.log        kube-apiserver's audit log, one JSON audit.k8s.io/v1 Event a
 #                             line (ResponseComplete stage only): the create, update, patch
 #                             and delete requests of nodes (group system:nodes) on pods and
@@ -123,7 +127,7 @@ controllers+=",endpointslicemirroring,root-ca-cert-publisher,resourcequota,csrsi
 controllers+=",csrapproving,csrcleaner,clusterrole-aggregation,ttl"
 # stop order for `down` (the node first: it stops its pods through the runtime)
 container_ids=""
-components=(ledgerlet kube-scheduler kube-controller-manager kube-apiserver etcd containerd)
+components=(metrics-server ledgerlet kube-scheduler kube-controller-manager kube-apiserver etcd containerd)
 
 usage() {
   sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
@@ -559,7 +563,8 @@ EOF
     --proxy-client-cert-file "$p/front-proxy-client.crt" \
     --proxy-client-key-file "$p/front-proxy-client.key" \
     --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log" \
-    --audit-log-format json --audit-log-maxsize 100 --audit-log-maxbackup 1
+    --audit-log-format json --audit-log-maxsize 100 --audit-log-maxbackup 1 \
+    "${apiserver_optional_args[@]}"
   wait_for kube-apiserver "ready (/readyz) on https://127.0.0.1:$apiserver_port" apiserver_ready
 
   start kube-controller-manager "$bin/kube-controller-manager" \
@@ -614,6 +619,7 @@ EOF
     fi
     wait_for ledgerlet "Node $node_name is Ready" node_ready
   fi
+  [ "$with_metrics_server" = 0 ] || start_metrics_server
   say "up: $dir (kubectl --kubeconfig $dir/admin.kubeconfig ...; $bin/kubectl)"
 }
 
@@ -694,6 +700,7 @@ do_down() {
   # containerd's containers (runc's state directories are named by container id)
   local runc_root="$dir/containerd/runc/k8s.io"
   container_ids="$(ls "$runc_root" 2>/dev/null || true)"
+  stop metrics-server 20
   stop ledgerlet 90
   stop kube-scheduler 20
   stop kube-controller-manager 20
@@ -763,6 +770,7 @@ do_status() {
         kube-apiserver) apiserver_ready && state=ready || state="not ready" ;;
         kube-controller-manager) kcm_healthy && state=healthy || state=unhealthy ;;
         kube-scheduler) scheduler_healthy && state=healthy || state=unhealthy ;;
+        metrics-server) metrics_server_available && state=serving || state="not serving" ;;
         containerd) containerd_up && state=serving || state="not serving" ;;
         ledgerlet)
           if node_ready; then state="node $node_name Ready"; else state="node $node_name not Ready"; fi ;;
@@ -826,6 +834,10 @@ with_node=1
 node_on_host=0
 node_name="ledgerlet-0"
 node_args=()
+with_metrics_server=0
+apiserver_optional_args=()
+# shellcheck source=scripts/cluster-metrics-server.sh
+. "$repo/scripts/cluster-metrics-server.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime="${2:?--runtime needs embedded or containerd}"; shift 2 ;;
@@ -836,6 +848,9 @@ while [ $# -gt 0 ]; do
     --node-name=*) node_name="${1#--node-name=}"; shift ;;
     --node-arg) node_args+=("${2:?--node-arg needs a flag}"); shift 2 ;;
     --node-arg=*) node_args+=("${1#--node-arg=}"); shift ;;
+    --with-metrics-server)
+      with_metrics_server=1
+      apiserver_optional_args+=("${metrics_server_apiserver_args[@]}"); shift ;;
     *) say "unknown argument: $1"; usage ;;
   esac
 done

@@ -133,6 +133,19 @@ need_jaeger() {
 }
 need_jaeger
 
+# metrics-server for tests/node_stats.rs (`cluster.sh up --with-metrics-server`, the release
+# pinned in testbed/metrics-server/go.mod), built into the same cache by
+# scripts/build-metrics-server.sh; cluster.sh would build it on first use, this builds it
+# before the tests start (a cold build takes about 5 minutes on 2 cores).
+need_metrics_server() {
+  say "scripts/build-metrics-server.sh (metrics-server for kubectl top; cached after the first build)"
+  if ! scripts/build-metrics-server.sh >/dev/null; then
+    [ "$ci" = "true" ] && fail "metrics-server could not be built (scripts/build-metrics-server.sh, see above)"
+    say "metrics-server could not be built: the tests/node_stats.rs tests will be skipped"
+  fi
+}
+need_metrics_server
+
 # Property tests run at least 1,000 cases each (override with PROPTEST_CASES).
 export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"

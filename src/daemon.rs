@@ -379,12 +379,18 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         opts.log_rotation.clone(),
         shutdown_rx.clone(),
     ));
-    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /pods, /debug/ledger, /debug/state");
+    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /metrics/resource, /stats/summary, /pods, /debug/ledger, /debug/state");
     let state = HttpState {
         engine: engine.clone(),
         events: daemon.events.clone(),
         pleg: health,
         prometheus,
+        stats: crate::shell::stats::StatsState::new(
+            runtime.cri.clone(),
+            opts.node_name.clone(),
+            opts.root_dir.clone(),
+        )
+        .with_pod_logs_dir(opts.pod_logs_dir.clone()),
     };
     let server = tokio::spawn(serve_http(listener, state.clone(), shutdown_rx.clone()));
     let extra = extra_routes(&engine, &runtime.cri);

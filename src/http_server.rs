@@ -2,9 +2,12 @@
 //!
 //! Owns `/healthz`, `/metrics` (see `observe::metrics`), `/metrics/probes`, `/pods`, `/debug/ledger`
 //! (NDJSON; `?since=SEQ`, `?pod=UID|NAMESPACE/NAME`, `?kind=K1,K2`, `?follow=true`),
-//! `/debug/state` and `/debug/events`; the same router is served, behind authentication and
-//! authorization, on the kubelet API's secure port (`kubelet_api::routes`). Must not hold the engine lock while writing a response: it copies what it needs (records are
-//! shared `Arc`s) and serialises outside the lock, so a slow client never slows the fold.
+//! `/debug/state` and `/debug/events`; `/stats/summary` and `/metrics/resource` are
+//! `shell::stats`'s router, mounted here as the kubelet's read-only port serves them. The same
+//! router is served, behind authentication and authorization, on the kubelet API's secure port
+//! (`kubelet_api::routes`). Must not hold the engine lock while writing a response: it copies
+//! what it needs (records are shared `Arc`s) and serialises outside the lock, so a slow client
+//! never slows the fold.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -39,10 +42,13 @@ pub struct HttpState {
     pub pleg: Arc<PlegHealth>,
     /// Renders `/metrics`.
     pub prometheus: PrometheusHandle,
+    /// `/stats/summary` and `/metrics/resource`.
+    pub stats: crate::shell::stats::StatsState,
 }
 
 /// The router with every endpoint.
 pub fn router(state: HttpState) -> Router {
+    let stats = crate::shell::stats::router(state.stats.clone());
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -52,6 +58,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/debug/state", get(state_json))
         .route("/debug/events", get(events))
         .with_state(state)
+        .merge(stats)
 }
 
 async fn healthz(State(s): State<HttpState>) -> Response {

@@ -1184,3 +1184,86 @@ async fn reopen_container_log_moves_the_output_to_a_fresh_file_and_refuses_a_sto
     );
     h.shutdown().await;
 }
+
+/// ST-07: the embedded runtime measures each running container's process group: a busy
+/// loop's cumulative CPU rises, an idle container's stays low, and the sandbox's stats cover
+/// its containers'; the node's summary on it has the pod with both containers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn st_07_embedded_runtime_reports_cpu_and_memory_of_its_containers_process_groups() {
+    let mut h = Harness::start().await;
+    let sb = h.sandbox("stats").await;
+    let busy = h.run(&sb, "busy", &sh("while :; do :; done")).await;
+    let idle = h.run(&sb, "idle", &["sleep", "3600"]).await;
+    let cpu_of = |stats: &[v1::ContainerStats], id: &str| -> u64 {
+        let s = stats
+            .iter()
+            .find(|s| s.attributes.as_ref().unwrap().id == id)
+            .unwrap_or_else(|| panic!("no stats for {id}: {stats:?}"));
+        s.cpu
+            .as_ref()
+            .unwrap()
+            .usage_core_nano_seconds
+            .as_ref()
+            .unwrap()
+            .value
+    };
+    let before = h.client.list_container_stats(None).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = h.client.list_container_stats(None).await.unwrap();
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(
+        cpu_of(&after, &busy) > cpu_of(&before, &busy) + 200_000_000,
+        "busy: {before:?} then {after:?}"
+    );
+    assert!(cpu_of(&after, &idle) < 200_000_000, "idle: {after:?}");
+    let idle_stats = after
+        .iter()
+        .find(|s| s.attributes.as_ref().unwrap().id == idle)
+        .unwrap();
+    let rss = idle_stats
+        .memory
+        .as_ref()
+        .unwrap()
+        .working_set_bytes
+        .as_ref()
+        .unwrap()
+        .value;
+    assert!(rss > 0, "{idle_stats:?}");
+    let sandboxes = h.client.list_pod_sandbox_stats(None).await.unwrap();
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    let linux = sandboxes[0].linux.as_ref().unwrap();
+    assert_eq!(linux.containers.len(), 2, "{sandboxes:?}");
+    let pod_cpu = linux
+        .cpu
+        .as_ref()
+        .unwrap()
+        .usage_core_nano_seconds
+        .as_ref()
+        .unwrap()
+        .value;
+    assert!(pod_cpu >= cpu_of(&after, &busy), "{sandboxes:?}");
+
+    let stats =
+        ledgerlet::shell::stats::StatsState::new(h.client.clone(), "node-a".into(), h.path("root"));
+    let summary = stats.summary(false).await.unwrap();
+    assert_eq!(summary.node.node_name, "node-a");
+    assert_eq!(summary.pods.len(), 1, "{summary:?}");
+    let pod = &summary.pods[0];
+    assert_eq!(pod.pod_ref.uid, "uid-stats");
+    let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["busy", "idle"]);
+    h.shutdown().await;
+}
+
+/// ST-05: when the runtime's stats cannot be had, `/metrics/resource` is only the scrape
+/// error.
+#[test]
+fn st_05_resource_metrics_without_stats_are_only_the_scrape_error() {
+    let text = ledgerlet::shell::stats::resource_metrics::render(None);
+    assert_eq!(
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>(),
+        ["resource_scrape_error 1"]
+    );
+}

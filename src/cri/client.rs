@@ -592,6 +592,40 @@ impl CriClient {
         .map(drop)
     }
 
+    // ----- RuntimeService: stats (helper F: /stats/summary) -----------------
+
+    /// `ListContainerStats`: the cumulative CPU, memory and writable-layer usage of the
+    /// running containers that `filter` selects.
+    pub async fn list_container_stats(
+        &self,
+        filter: Option<v1::ContainerStatsFilter>,
+    ) -> Result<Vec<v1::ContainerStats>, CriError> {
+        let req = v1::ListContainerStatsRequest { filter };
+        rpc!(
+            self,
+            runtime.list_container_stats,
+            "ListContainerStats",
+            req
+        )
+        .map(|r| r.stats)
+    }
+
+    /// `ListPodSandboxStats`: the usage of the pod sandboxes that `filter` selects (their
+    /// pod cgroup, network and processes).
+    pub async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<v1::PodSandboxStatsFilter>,
+    ) -> Result<Vec<v1::PodSandboxStats>, CriError> {
+        let req = v1::ListPodSandboxStatsRequest { filter };
+        rpc!(
+            self,
+            runtime.list_pod_sandbox_stats,
+            "ListPodSandboxStats",
+            req
+        )
+        .map(|r| r.stats)
+    }
+
     // ----- ImageService ---------------------------------------------------
 
     /// `ListImages`.

@@ -52,6 +52,7 @@ mod mounts;
 mod process;
 mod service;
 mod state;
+mod stats;
 
 use std::future::Future;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};

@@ -978,6 +978,112 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
         Ok(Response::new(self.subscribe_events()))
     }
+
+    // Stats (helper F): the CPU and memory of each running container's process group, from
+    // /proc (see `stats`); a sandbox's are its containers' together.
+    async fn list_container_stats(
+        &self,
+        request: Request<v1::ListContainerStatsRequest>,
+    ) -> Result<Response<v1::ListContainerStatsResponse>, Status> {
+        let f = request.into_inner().filter.unwrap_or_default();
+        let filter = v1::ContainerFilter {
+            id: f.id,
+            pod_sandbox_id: f.pod_sandbox_id,
+            label_selector: f.label_selector,
+            state: Some(v1::ContainerStateValue {
+                state: ContainerState::ContainerRunning as i32,
+            }),
+        };
+        let running: Vec<(v1::Container, Option<i32>)> = {
+            let st = self.inner.state.lock().await;
+            st.containers
+                .values()
+                .filter(|c| c.matches(&filter))
+                .map(|c| (c.summary(), c.pgid))
+                .collect()
+        };
+        let stats = container_stats(&running);
+        Ok(Response::new(v1::ListContainerStatsResponse { stats }))
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        request: Request<v1::ListPodSandboxStatsRequest>,
+    ) -> Result<Response<v1::ListPodSandboxStatsResponse>, Status> {
+        let f = request.into_inner().filter.unwrap_or_default();
+        let filter = v1::PodSandboxFilter {
+            id: f.id,
+            label_selector: f.label_selector,
+            state: Some(v1::PodSandboxStateValue {
+                state: PodSandboxState::SandboxReady as i32,
+            }),
+        };
+        let (sandboxes, running) = {
+            let st = self.inner.state.lock().await;
+            let sandboxes: Vec<v1::PodSandbox> = st
+                .sandboxes
+                .values()
+                .filter(|s| s.matches(&filter))
+                .map(SandboxRec::summary)
+                .collect();
+            let running: Vec<(v1::Container, Option<i32>)> = st
+                .containers
+                .values()
+                .filter(|c| {
+                    c.state == ContainerState::ContainerRunning
+                        && sandboxes.iter().any(|s| s.id == c.sandbox_id)
+                })
+                .map(|c| (c.summary(), c.pgid))
+                .collect();
+            (sandboxes, running)
+        };
+        let containers = container_stats(&running);
+        let now = now_ns();
+        let stats = sandboxes
+            .into_iter()
+            .map(|s| {
+                let mine: Vec<v1::ContainerStats> = containers
+                    .iter()
+                    .zip(&running)
+                    .filter(|(_, (c, _))| c.pod_sandbox_id == s.id)
+                    .map(|(st, _)| st.clone())
+                    .collect();
+                let total = |f: &dyn Fn(&v1::ContainerStats) -> Option<u64>| {
+                    mine.iter().filter_map(f).sum::<u64>()
+                };
+                let val = |value| Some(v1::UInt64Value { value });
+                let cpu_ns =
+                    total(&|c| Some(c.cpu.as_ref()?.usage_core_nano_seconds.as_ref()?.value));
+                let rss = total(&|c| Some(c.memory.as_ref()?.working_set_bytes.as_ref()?.value));
+                v1::PodSandboxStats {
+                    attributes: Some(v1::PodSandboxAttributes {
+                        id: s.id.clone(),
+                        metadata: s.metadata.clone(),
+                        labels: s.labels.clone(),
+                        annotations: s.annotations.clone(),
+                    }),
+                    linux: Some(v1::LinuxPodSandboxStats {
+                        cpu: Some(v1::CpuUsage {
+                            timestamp: now,
+                            usage_core_nano_seconds: val(cpu_ns),
+                            ..Default::default()
+                        }),
+                        memory: Some(v1::MemoryUsage {
+                            timestamp: now,
+                            working_set_bytes: val(rss),
+                            usage_bytes: val(rss),
+                            rss_bytes: val(rss),
+                            ..Default::default()
+                        }),
+                        containers: mine,
+                        ..Default::default()
+                    }),
+                    windows: None,
+                }
+            })
+            .collect();
+        Ok(Response::new(v1::ListPodSandboxStatsResponse { stats }))
+    }
 }
 
 #[tonic::async_trait]
@@ -1095,6 +1201,46 @@ fn is_cidr(s: &str) -> bool {
         Ok(std::net::IpAddr::V6(_)) => prefix <= 128,
         Err(_) => false,
     }
+}
+
+/// The stats of `running` containers (with their process groups), in the same order.
+fn container_stats(running: &[(v1::Container, Option<i32>)]) -> Vec<v1::ContainerStats> {
+    let pgids: Vec<i32> = running.iter().filter_map(|(_, g)| *g).collect();
+    let usage = super::stats::usage_of_groups(&pgids);
+    let now = now_ns();
+    let val = |value| Some(v1::UInt64Value { value });
+    running
+        .iter()
+        .map(|(c, pgid)| {
+            let u = pgid
+                .and_then(|g| usage.get(&g))
+                .copied()
+                .unwrap_or_default();
+            v1::ContainerStats {
+                attributes: Some(v1::ContainerAttributes {
+                    id: c.id.clone(),
+                    metadata: c.metadata.clone(),
+                    labels: c.labels.clone(),
+                    annotations: c.annotations.clone(),
+                }),
+                cpu: Some(v1::CpuUsage {
+                    timestamp: now,
+                    usage_core_nano_seconds: val(u.cpu_ns),
+                    ..Default::default()
+                }),
+                memory: Some(v1::MemoryUsage {
+                    timestamp: now,
+                    working_set_bytes: val(u.rss_bytes),
+                    usage_bytes: val(u.rss_bytes),
+                    rss_bytes: val(u.rss_bytes),
+                    page_faults: val(u.page_faults),
+                    major_page_faults: val(u.major_page_faults),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub mod runtime_class;
 pub mod runtime_health;
 pub mod runtime_view;
 pub mod security_context;
+pub mod stats;
 pub mod termination_message;
 pub mod timers;
 pub mod volumes;

@@ -79,6 +79,25 @@ impl RealCluster {
             .as_ref()
     }
 
+    /// [`RealCluster::shared_containerd`] with metrics-server serving the cluster's
+    /// `v1beta1.metrics.k8s.io` (`cluster.sh up DIR --with-metrics-server`), for `kubectl
+    /// top`; the test binary's only containerd cluster, like the others.
+    pub fn shared_containerd_with_metrics_server(node: &str) -> Option<&'static RealCluster> {
+        static WITH_METRICS_SERVER: OnceLock<Option<RealCluster>> = OnceLock::new();
+        WITH_METRICS_SERVER
+            .get_or_init(|| {
+                let args = [
+                    "--runtime",
+                    "containerd",
+                    "--node-name",
+                    node,
+                    "--with-metrics-server",
+                ];
+                RealCluster::start_with("-containerd", &args)
+            })
+            .as_ref()
+    }
+
     /// `scripts/cluster.sh up DIR ARGS…` in `$TMPDIR/ledgerlet-cluster-<pid><suffix>`.
     fn start_with(suffix: &str, args: &[&str]) -> Option<RealCluster> {
         let dir =
