@@ -76,7 +76,8 @@ impl KeyObject for Secret {
 }
 
 /// The object `ns/name` (`None`: not found). An error names the kind and the object, never
-/// a value.
+/// a value: the API server's own message when it answered (as the kubelet shows it, e.g.
+/// `configmaps "x" is forbidden: …`), else what kept the request from it.
 pub async fn get_opt<K: KeyObject>(
     api: &ApiClient,
     ns: &str,
@@ -86,5 +87,8 @@ pub async fn get_opt<K: KeyObject>(
     let kind = K::kind(&());
     api.call("GET", objects.get_opt(name))
         .await
-        .map_err(|e| format!("cannot read {kind} {ns}/{name}: {e}"))
+        .map_err(|e| match e.code {
+            Some(_) => e.message,
+            None => format!("cannot read {kind} {ns}/{name}: {e}"),
+        })
 }
