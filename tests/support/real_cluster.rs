@@ -98,6 +98,26 @@ impl RealCluster {
             .as_ref()
     }
 
+    /// [`RealCluster::shared_containerd`] with the node on the host's address (`cluster.sh up
+    /// DIR --node-on-host`): the API server proxies to it (it refuses loopback addresses), so
+    /// `kubectl logs` and `kubectl get --raw /api/v1/nodes/NODE/proxy/…` reach the node's
+    /// authenticated API as in a real cluster; the test binary's only containerd cluster.
+    pub fn shared_containerd_on_host(node: &str) -> Option<&'static RealCluster> {
+        static ON_HOST: OnceLock<Option<RealCluster>> = OnceLock::new();
+        ON_HOST
+            .get_or_init(|| {
+                let args = [
+                    "--runtime",
+                    "containerd",
+                    "--node-name",
+                    node,
+                    "--node-on-host",
+                ];
+                RealCluster::start_with("-containerd", &args)
+            })
+            .as_ref()
+    }
+
     /// `scripts/cluster.sh up DIR ARGS…` in `$TMPDIR/ledgerlet-cluster-<pid><suffix>`.
     fn start_with(suffix: &str, args: &[&str]) -> Option<RealCluster> {
         let dir =
