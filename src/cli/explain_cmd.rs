@@ -1,5 +1,6 @@
 //! `ledgerlet explain FILE --pod NS/NAME` and `ledgerlet diff FILE SEQ1 SEQ2 --pod NS/NAME`:
-//! offline readings of one pod in a ledger.
+//! offline readings of one pod in a ledger; `explain --kubeconfig K --node N` instead of
+//! FILE reads node N's ledger through the API server.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +14,10 @@ use crate::postmortem::{diff, explain};
 #[derive(Args, Debug)]
 pub struct ExplainArgs {
     /// The ledger: an export (plain or .gz), `/debug/ledger` output, or a --ledger-dir.
-    file: PathBuf,
+    #[arg(required_unless_present = "node", conflicts_with = "node")]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    remote: super::remote_ledger::RemoteLedger,
     /// The pod.
     #[arg(long, value_name = "NAMESPACE/NAME|UID")]
     pod: PodSelector,
@@ -36,28 +40,34 @@ pub struct DiffArgs {
 }
 
 pub fn explain(args: ExplainArgs) -> ExitCode {
-    let input = match super::open_ledger(&args.file, "explain") {
+    // the whole ledger: explain folds every record, then reads the pod's
+    let (file, _fetched) = match super::ledger_source(&args.file, &args.remote, "explain") {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let input = match super::open_ledger(&file, "explain") {
         Ok(i) => i,
         Err(code) => return code,
     };
     match explain::explain(input, &args.pod, args.until) {
         Ok(text) => super::print(&text, "explain"),
         Err(e) => {
-            eprintln!("ledgerlet explain: {}: {e}", args.file.display());
+            eprintln!("ledgerlet explain: {}: {e}", file.display());
             ExitCode::from(2)
         }
     }
 }
 
 pub fn diff(args: DiffArgs) -> ExitCode {
-    let input = match super::open_ledger(&args.file, "diff") {
+    let file = args.file;
+    let input = match super::open_ledger(&file, "diff") {
         Ok(i) => i,
         Err(code) => return code,
     };
     match diff::diff(input, args.seq1, args.seq2, &args.pod) {
         Ok(text) => super::print(&text, "diff"),
         Err(e) => {
-            eprintln!("ledgerlet diff: {}: {e}", args.file.display());
+            eprintln!("ledgerlet diff: {}: {e}", file.display());
             ExitCode::from(2)
         }
     }

@@ -9,6 +9,7 @@
 mod duration;
 mod explain_cmd;
 mod ledger_cmd;
+mod remote_ledger;
 mod replay_cmd;
 mod run_cmd;
 mod runtime_cmd;
@@ -68,6 +69,30 @@ fn print(text: &str, cmd: &str) -> ExitCode {
             ExitCode::from(1)
         }
         _ => ExitCode::SUCCESS,
+    }
+}
+
+/// The ledger file of `ledgerlet <cmd>`: `file`, or `remote`'s node's ledger downloaded
+/// through the API server into a temporary file (kept alive by the second value). When
+/// neither can be had, says why and returns exit code 2.
+fn ledger_source(
+    file: &Option<std::path::PathBuf>,
+    remote: &remote_ledger::RemoteLedger,
+    cmd: &str,
+) -> Result<(std::path::PathBuf, Option<remote_ledger::Fetched>), ExitCode> {
+    match (file, &remote.node, &remote.kubeconfig) {
+        (Some(f), _, _) => Ok((f.clone(), None)),
+        (None, Some(node), Some(kubeconfig)) => match remote_ledger::fetch(kubeconfig, node) {
+            Ok(fetched) => Ok((fetched.path.clone(), Some(fetched))),
+            Err(e) => {
+                eprintln!("ledgerlet {cmd}: cannot read the ledger of node {node}: {e}");
+                Err(ExitCode::from(2))
+            }
+        },
+        _ => {
+            eprintln!("ledgerlet {cmd}: give a ledger FILE, or --kubeconfig and --node");
+            Err(ExitCode::from(2))
+        }
     }
 }
 

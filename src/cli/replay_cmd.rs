@@ -1,6 +1,6 @@
 //! `ledgerlet replay FILE [--until SEQ|RFC3339] [--pod UID|NAMESPACE/NAME] [--format table|json]`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
@@ -18,7 +18,10 @@ pub enum Format {
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// The ledger: an export (plain or .gz), `/debug/ledger` output, or a --ledger-dir.
-    file: PathBuf,
+    #[arg(required_unless_present = "node", conflicts_with = "node")]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    remote: super::remote_ledger::RemoteLedger,
     /// Stop after this seq, or after the last record at or before this RFC 3339 time.
     #[arg(long, value_name = "SEQ|RFC3339")]
     until: Option<Until>,
@@ -35,17 +38,22 @@ pub struct ReplayArgs {
 }
 
 pub fn run(args: ReplayArgs) -> ExitCode {
-    let file = match super::open_ledger(&args.file, "replay") {
+    // the whole ledger: a replay folds every record, whatever --pod shows
+    let (path, _fetched) = match super::ledger_source(&args.file, &args.remote, "replay") {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let file = match super::open_ledger(&path, "replay") {
         Ok(f) => f,
         Err(code) => return code,
     };
     if args.verify {
-        return verify(file, &args);
+        return verify(file, &args, &path);
     }
     let replayed = match replay(file, args.until) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("ledgerlet replay: {}: {e}", args.file.display());
+            eprintln!("ledgerlet replay: {}: {e}", path.display());
             return ExitCode::from(2);
         }
     };
@@ -56,7 +64,7 @@ pub fn run(args: ReplayArgs) -> ExitCode {
     super::print(&text, "replay")
 }
 
-fn verify(file: impl std::io::BufRead + Send, args: &ReplayArgs) -> ExitCode {
+fn verify(file: impl std::io::BufRead + Send, args: &ReplayArgs, path: &Path) -> ExitCode {
     use crate::postmortem::verify;
     match verify::verify(file, args.until) {
         Ok(v) => {
@@ -68,7 +76,7 @@ fn verify(file: impl std::io::BufRead + Send, args: &ReplayArgs) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("ledgerlet replay: {}: {e}", args.file.display());
+            eprintln!("ledgerlet replay: {}: {e}", path.display());
             ExitCode::from(2)
         }
     }

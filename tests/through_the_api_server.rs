@@ -1,6 +1,7 @@
-//! `kubectl logs` as users run it: through the API server to the node's authenticated kubelet
-//! API (`/containerLogs`), on containerd, with the node on the host's address (the API server
-//! does not proxy to loopback). Behaviour KA-30, KA-31, KA-33, KA-34.
+//! The node's authenticated kubelet API as users reach it, through the API server, on
+//! containerd with the node on the host's address (the API server does not proxy to
+//! loopback): `kubectl logs` (`/containerLogs`) and `ledgerlet explain --kubeconfig --node`
+//! (`/debug/ledger`). Behaviour KA-02, KA-30, KA-31, KA-33, KA-34, KA-14.
 
 mod support;
 
@@ -116,4 +117,100 @@ fn kubectl_logs_follow_streams_until_the_container_exits() {
     assert!(ok, "kubectl logs -f: {err}");
     assert_eq!(out, "tick-1\ntick-2\ntick-3\n");
     let _ = admin.run(pods.delete("ticker", &Default::default()));
+}
+
+/// A kubeconfig for the cluster's API server with the client certificate of `user` (signed by
+/// the cluster CA, no RBAC of its own).
+fn user_kubeconfig(c: &RealCluster, user: &str) -> std::path::PathBuf {
+    let (cert, key) = c.client_certificate(user, None);
+    let server = &c.env["APISERVER"];
+    let ca = c.dir.join("pki/ca.crt");
+    let path = c.dir.join(format!("{user}.kubeconfig"));
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    \
+         certificate-authority: {ca}\nusers:\n- name: u\n  user:\n    client-certificate: {cert}\n    \
+         client-key: {key}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+        ca = ca.display(),
+        cert = cert.display(),
+        key = key.display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `ledgerlet ARGS…`: (success, stdout, stderr).
+fn ledgerlet(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
+        .args(args)
+        .output()
+        .expect("run ledgerlet");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// KA-14: `ledgerlet explain --kubeconfig … --node … --pod …` explains a crash-looping pod
+/// of the node from a workstation, reading the node's ledger through the API server; a user
+/// without `nodes/proxy` is refused with the API server's 403.
+#[test]
+fn explain_reads_a_crash_looping_pods_ledger_through_the_api_server_and_needs_nodes_proxy() {
+    let Some(c) = cluster() else { return };
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    admin
+        .run(pods.create(
+            &PostParams::default(),
+            &pod("crasher", "echo boom; exit 3", "Always"),
+        ))
+        .unwrap();
+    admin.wait_for("crasher restarted twice", 120, |k| {
+        let p = k.run(pods.get("crasher")).ok()?;
+        (main_status(&p)?.restart_count >= 2).then_some(())
+    });
+    let kubeconfig = c.admin_kubeconfig();
+    let args = [
+        "explain",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--node",
+        NODE,
+        "--pod",
+        "default/crasher",
+    ];
+    let (ok, out, err) = ledgerlet(&args);
+    assert!(ok, "{err}");
+    let restart = out
+        .lines()
+        .find(|l| l.contains("container main restarted"))
+        .unwrap_or_else(|| panic!("no restart in:\n{out}"));
+    assert!(restart.contains("exited with code 3"), "{restart}");
+    // replay reads the whole ledger the same way
+    let (ok, out, err) = ledgerlet(&[
+        "replay",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--node",
+        NODE,
+        "--verify",
+    ]);
+    assert!(ok && out.contains("verify: OK"), "{out}{err}");
+
+    let mallory = user_kubeconfig(c, "mallory");
+    let (ok, out, err) = ledgerlet(&[
+        "explain",
+        "--kubeconfig",
+        mallory.to_str().unwrap(),
+        "--node",
+        NODE,
+        "--pod",
+        "default/crasher",
+    ]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("403") && err.contains("nodes/proxy") && err.contains("mallory"),
+        "{err}"
+    );
+    let _ = admin.run(pods.delete("crasher", &Default::default()));
 }
