@@ -63,56 +63,42 @@ impl RealCluster {
         node: &str,
         agent_flags: &[&str],
     ) -> Option<&'static RealCluster> {
-        static CONTAINERD: OnceLock<Option<RealCluster>> = OnceLock::new();
-        CONTAINERD
-            .get_or_init(|| {
-                let mut args = vec![
-                    "--runtime".to_string(),
-                    "containerd".to_string(),
-                    "--node-name".to_string(),
-                    node.to_string(),
-                ];
-                args.extend(agent_flags.iter().map(|f| format!("--node-arg={f}")));
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                RealCluster::start_with("-containerd", &args)
-            })
-            .as_ref()
+        RealCluster::containerd_cluster(node, &[], agent_flags)
     }
 
     /// [`RealCluster::shared_containerd`] with metrics-server serving the cluster's
     /// `v1beta1.metrics.k8s.io` (`cluster.sh up DIR --with-metrics-server`), for `kubectl
-    /// top`; the test binary's only containerd cluster, like the others.
+    /// top`.
     pub fn shared_containerd_with_metrics_server(node: &str) -> Option<&'static RealCluster> {
-        static WITH_METRICS_SERVER: OnceLock<Option<RealCluster>> = OnceLock::new();
-        WITH_METRICS_SERVER
-            .get_or_init(|| {
-                let args = [
-                    "--runtime",
-                    "containerd",
-                    "--node-name",
-                    node,
-                    "--with-metrics-server",
-                ];
-                RealCluster::start_with("-containerd", &args)
-            })
-            .as_ref()
+        RealCluster::containerd_cluster(node, &["--with-metrics-server"], &[])
     }
 
     /// [`RealCluster::shared_containerd`] with the node on the host's address (`cluster.sh up
     /// DIR --node-on-host`): the API server proxies to it (it refuses loopback addresses), so
     /// `kubectl logs` and `kubectl get --raw /api/v1/nodes/NODE/proxy/…` reach the node's
-    /// authenticated API as in a real cluster; the test binary's only containerd cluster.
+    /// authenticated API as in a real cluster.
     pub fn shared_containerd_on_host(node: &str) -> Option<&'static RealCluster> {
-        static ON_HOST: OnceLock<Option<RealCluster>> = OnceLock::new();
-        ON_HOST
+        RealCluster::containerd_cluster(node, &["--node-on-host"], &[])
+    }
+
+    /// The test binary's one containerd cluster (`cluster.sh up DIR --runtime containerd
+    /// --node-name NODE CLUSTER_FLAGS… --node-arg=FLAG…`), started by the first caller, whose
+    /// flags win.
+    fn containerd_cluster(
+        node: &str,
+        cluster_flags: &[&str],
+        agent_flags: &[&str],
+    ) -> Option<&'static RealCluster> {
+        static CONTAINERD: OnceLock<Option<RealCluster>> = OnceLock::new();
+        CONTAINERD
             .get_or_init(|| {
-                let args = [
-                    "--runtime",
-                    "containerd",
-                    "--node-name",
-                    node,
-                    "--node-on-host",
-                ];
+                let mut args: Vec<String> = ["--runtime", "containerd", "--node-name", node]
+                    .iter()
+                    .chain(cluster_flags)
+                    .map(|s| s.to_string())
+                    .collect();
+                args.extend(agent_flags.iter().map(|f| format!("--node-arg={f}")));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 RealCluster::start_with("-containerd", &args)
             })
             .as_ref()
