@@ -3,10 +3,14 @@
 //! takes an env var from a Secret through `secretKeyRef`; one container proves it received
 //! the value, another leaks it the way real workloads do (a `$(VAR)` in its command that the
 //! runtime's start error repeats), and a `secret` volume holds another key of the Secret.
-//! Neither value may appear in `/debug/ledger`, an export, the ledger stream or the durable
-//! segments, while `[redacted]` shows where the env value was.
+//! Neither value may appear in `/debug/ledger`, an export, the ledger stream, the durable
+//! segments, the spans a real OTLP collector (rotel) receives or the agent's log, while
+//! `[redacted]` shows where the env value was.
 
 mod support;
+
+#[path = "support/peers.rs"]
+mod peers;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -18,6 +22,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
 use kube::api::PostParams;
+use peers::Rotel;
 use support::agent::cli;
 use support::on_containerd::volume_dir;
 use support::real_cluster::RealCluster;
@@ -45,10 +50,16 @@ fn read_all_segments(dir: &Path) -> String {
 }
 
 #[test]
-fn secret_values_in_env_or_a_volume_never_appear_in_the_ledger_an_export_the_stream_or_segments() {
+fn secret_values_in_env_or_a_volume_never_appear_in_the_ledger_an_export_the_stream_segments_spans_or_logs(
+) {
     let Some(c) = RealCluster::shared() else {
         return;
     };
+    let Some(rotel_bin) = peers::rotel() else {
+        return;
+    };
+    let rotel_dir = tempfile::tempdir().unwrap();
+    let rotel = Rotel::start(&rotel_bin, rotel_dir.path());
     let admin = c.admin();
     let secret = Secret {
         metadata: ObjectMeta {
@@ -75,7 +86,22 @@ fn secret_values_in_env_or_a_volume_never_appear_in_the_ledger_an_export_the_str
         .unwrap();
     let root = tempfile::tempdir().unwrap();
     let ledger_dir = root.path().join("ledger");
-    let agent = c.agent_in(root, NODE, &["--ledger-dir", ledger_dir.to_str().unwrap()]);
+    let endpoint = rotel.endpoint();
+    let mut agent = c.agent_in(
+        root,
+        NODE,
+        &[
+            "--ledger-dir",
+            ledger_dir.to_str().unwrap(),
+            "--tracing-endpoint",
+            &endpoint,
+            // every trace sampled (the default, as the kubelet's, samples none)
+            "--tracing-sampling-rate-per-million",
+            "1000000",
+            "--tracing-export-period-ms",
+            "200",
+        ],
+    );
     let proof = agent.root.path().join("proof.txt");
     let token = EnvVar {
         name: "TOKEN".into(),
@@ -206,5 +232,22 @@ fn secret_values_in_env_or_a_volume_never_appear_in_the_ledger_an_export_the_str
     let status = serde_json::to_string(&admin.run(pods.get("app")).unwrap().status).unwrap();
     assert!(!status.contains(SECRET), "{status}");
     assert!(!status.contains(SECRET_FILE), "{status}");
+
+    // the spans of the pod's syncs reached the collector, none with a clear value (rotel's
+    // detailed log prints every attribute and event); the agent's stop flushes the rest
+    rotel.wait_for("the pod's syncPod spans", 60, |spans| {
+        spans
+            .iter()
+            .any(|s| s.name == "syncPod" && s.attributes.get("k8s.pod.uid") == Some(&uid))
+            .then_some(())
+    });
     let _ = admin.run(pods.delete("app", &Default::default()));
+    agent.stop();
+    let spans = std::fs::read_to_string(&rotel.log).unwrap();
+    let log = agent.log();
+    assert!(!log.is_empty(), "the agent's log is read");
+    for secret in [SECRET, SECRET_FILE] {
+        assert!(!spans.contains(secret), "a span carries {secret}");
+        assert!(!log.contains(secret), "the agent's log carries {secret}");
+    }
 }
