@@ -393,7 +393,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .with_pod_logs_dir(opts.pod_logs_dir.clone()),
     };
     let server = tokio::spawn(serve_http(listener, state.clone(), shutdown_rx.clone()));
-    let extra = extra_routes(&engine, &runtime.cri);
+    let extra = extra_routes(&engine, &runtime.cri, &opts.node_name);
     let secure_server = tokio::spawn(secure.serve(state, extra, shutdown_rx.clone()));
 
     let stopped = daemon.run_until_signal(&opts, &mut inbox).await;
@@ -851,12 +851,18 @@ async fn serve_http(
 
 /// Routers other pieces serve on the secure port (e.g. `/containerLogs`), each fully
 /// stated; they get the same authentication and authorization as every other route.
-fn extra_routes(engine: &Arc<Mutex<Engine>>, cri: &CriClient) -> axum::Router {
-    use crate::kubelet_api::container_logs;
-    container_logs::router(container_logs::ContainerLogsState::for_engine(
-        engine.clone(),
+fn extra_routes(engine: &Arc<Mutex<Engine>>, cri: &CriClient, node_name: &str) -> axum::Router {
+    use crate::kubelet_api::{container_logs, streaming};
+    let pods = Arc::new(container_logs::EnginePods(engine.clone()));
+    container_logs::router(container_logs::ContainerLogsState {
+        pods: pods.clone(),
+        cri: cri.clone(),
+    })
+    .merge(streaming::router(streaming::StreamingState::new(
+        pods,
         cri.clone(),
-    ))
+        node_name.to_string(),
+    )))
 }
 
 /// The kubelet API, bound and configured, not yet serving.

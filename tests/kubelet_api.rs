@@ -430,3 +430,151 @@ fn ka_02_a_webhook_authorizer_without_a_kubeconfig_is_refused_at_start() {
         "{err}"
     );
 }
+
+/// KA-02: a user the cluster CA vouches for but without RBAC on the node is refused a
+/// command (`/exec`, POST: `create`) and a log (`/containerLogs`, GET: `get`) with the
+/// kubelet's 403, both as `nodes/proxy`; the admin is not refused.
+#[test]
+fn ka_02_a_user_without_rbac_gets_403_for_exec_and_logs() {
+    let Some(c) = cluster() else { return };
+    let agent = c.agent("ka-exec-authz", &[]);
+    let port = api_port(&agent);
+    let (crt, key) = c.client_certificate("ka-bob", None);
+    let bob = Cred::Cert(&crt, &key);
+    let exec = "/exec/default/any/main?command=ls&output=1";
+    let (status, body) = call(c, port, exec, &bob, &["-X", "POST"]);
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            403,
+            "Forbidden (user=ka-bob, verb=create, resource=nodes, subresource(s)=[proxy])\n"
+        )
+    );
+    let (status, body) = call(c, port, "/containerLogs/default/any/main", &bob, &[]);
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            403,
+            "Forbidden (user=ka-bob, verb=get, resource=nodes, subresource(s)=[proxy])\n"
+        )
+    );
+    let (crt, key) = admin_cert(c);
+    let (status, body) = call(c, port, exec, &Cred::Cert(&crt, &key), &["-X", "POST"]);
+    assert_eq!((status, body.as_str()), (404, "pod does not exist\n"));
+}
+
+/// KA-40, KA-42 to KA-44: on the embedded runtime `/run` runs a command through ExecSync;
+/// `/exec`, `/attach` and `/portForward` get the kubelet's refusals in its order (bad
+/// options 400, unknown pod 404, no such running container 500, no upgrade 500), and an
+/// upgrade the runtime's own refusal of streaming, named, as a 500.
+#[test]
+fn ka_40_streaming_requests_get_the_kubelets_refusals_and_run_answers_on_the_embedded_runtime() {
+    let Some(c) = cluster() else { return };
+    let agent = c.agent("ka-stream", &[]);
+    let port = api_port(&agent);
+    let admin = c.admin();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "ka-sh", "namespace": "default"},
+        "spec": {
+            "nodeName": "ka-stream",
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", "while true; do sleep 0.2; done"]}]
+        }
+    }))
+    .unwrap();
+    let pods = admin.api::<Pod>("default");
+    let pod = admin
+        .run(pods.create(&PostParams::default(), &pod))
+        .unwrap();
+    let uid = pod.metadata.uid.clone().unwrap();
+    admin.wait_for("ka-sh running", 60, |k| {
+        let p = k.run(pods.get("ka-sh")).ok()?;
+        (p.status?.phase.as_deref() == Some("Running")).then_some(())
+    });
+    let (crt, key) = admin_cert(c);
+    let admin_cred = Cred::Cert(&crt, &key);
+    let post = |path: &str, extra: &[&str]| {
+        let mut args = vec!["-X", "POST"];
+        args.extend_from_slice(extra);
+        call(c, port, path, &admin_cred, &args)
+    };
+    let spdy = [
+        "-H",
+        "Connection: Upgrade",
+        "-H",
+        "Upgrade: SPDY/3.1",
+        "-H",
+        "X-Stream-Protocol-Version: v4.channel.k8s.io",
+    ];
+    let websocket = [
+        "-H",
+        "Connection: Upgrade",
+        "-H",
+        "Upgrade: websocket",
+        "-H",
+        "Sec-WebSocket-Version: 13",
+        "-H",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    ];
+
+    assert_eq!(
+        post("/run/default/ka-sh/main?cmd=echo%20hello", &[]),
+        (200, "hello\n".into())
+    );
+    assert_eq!(
+        post(
+            &format!("/run/default/ka-sh/{uid}/main?cmd=echo%20by-uid"),
+            &[]
+        ),
+        (200, "by-uid\n".into())
+    );
+    assert_eq!(
+        post("/run/default/ka-sh/main?cmd=false", &[]),
+        (500, "command 'false' exited with 1: \n".into())
+    );
+    let (status, body) = post("/exec/default/ka-sh/main?command=ls", &spdy);
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            400,
+            "you must specify at least 1 of stdin, stdout, stderr\n"
+        )
+    );
+    let (status, body) = post("/exec/default/no-such-pod/main?command=ls&output=1", &spdy);
+    assert_eq!((status, body.as_str()), (404, "pod does not exist\n"));
+    let (status, body) = post("/exec/default/ka-sh/nope?command=ls&output=1", &spdy);
+    assert_eq!(
+        (status, body.as_str()),
+        (500, "container not found (\"nope\")\n")
+    );
+    let (status, body) = post("/exec/default/ka-sh/main?command=ls&output=1", &[]);
+    assert_eq!((status, body.as_str()), (500, "Upgrade request required\n"));
+    for path in [
+        "/exec/default/ka-sh/main?command=ls&output=1",
+        "/attach/default/ka-sh/main?output=1&error=1",
+    ] {
+        let (status, body) = post(path, &spdy);
+        assert_eq!(status, 500, "{path}: {body}");
+        assert!(
+            body.contains("code = Unimplemented")
+                && body.contains("the embedded runtime has no streaming server"),
+            "{path}: {body}"
+        );
+    }
+    let forward = |path: &str| call(c, port, path, &admin_cred, &websocket);
+    assert_eq!(
+        forward("/portForward/default/ka-sh"),
+        (400, "query parameter \"port\" is required\n".into())
+    );
+    let (status, body) = forward("/portForward/default/ka-sh?port=70000");
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        forward("/portForward/default/ka-sh/not-its-uid?port=80"),
+        (404, "pod not found\n".into())
+    );
+    let (status, body) = forward(&format!("/portForward/default/ka-sh/{uid}?port=80"));
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("PortForward: the embedded runtime"), "{body}");
+    let _ = admin.run(pods.delete("ka-sh", &Default::default()));
+}

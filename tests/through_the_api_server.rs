@@ -1,11 +1,16 @@
 //! The node's authenticated kubelet API as users reach it, through the API server, on
 //! containerd with the node on the host's address (the API server does not proxy to
-//! loopback): `kubectl logs` (`/containerLogs`) and `ledgerlet explain --kubeconfig --node`
-//! (`/debug/ledger`). Behaviour KA-02, KA-30, KA-31, KA-33, KA-34, KA-14.
+//! loopback): `kubectl logs` (`/containerLogs`), `kubectl exec`, `attach` and `port-forward`
+//! (`/exec`, `/attach`, `/portForward` proxied to containerd's streaming server) and
+//! `ledgerlet explain --kubeconfig --node` (`/debug/ledger`). Behaviour KA-02, KA-30, KA-31,
+//! KA-33, KA-34, KA-14, KA-40 to KA-42.
 
 mod support;
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
@@ -33,6 +38,48 @@ fn kubectl(c: &RealCluster, timeout_s: u32, args: &[&str]) -> (bool, String, Str
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `kubectl ARGS…` as the cluster admin with `stdin` as its input, at most `timeout_s`:
+/// (exit code, stdout, stderr).
+fn kubectl_with_input(
+    c: &RealCluster,
+    timeout_s: u32,
+    args: &[&str],
+    stdin: &[u8],
+) -> (Option<i32>, String, String) {
+    let mut child = Command::new("timeout")
+        .arg(timeout_s.to_string())
+        .arg(c.dir.join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(c.admin_kubeconfig())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Creates `pod` and waits until it runs.
+fn start(c: &RealCluster, pod: &Pod) {
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    let name = pod.metadata.name.clone().unwrap();
+    admin.run(pods.create(&PostParams::default(), pod)).unwrap();
+    admin.wait_for(&format!("{name} running"), 120, |k| {
+        let p = k.run(pods.get(&name)).ok()?;
+        (phase(&p) == Some("Running")).then_some(())
+    });
 }
 
 fn pod(name: &str, script: &str, restart: &str) -> Pod {
@@ -213,4 +260,115 @@ fn explain_reads_a_crash_looping_pods_ledger_through_the_api_server_and_needs_no
         "{err}"
     );
     let _ = admin.run(pods.delete("crasher", &Default::default()));
+}
+
+/// KA-40, KA-41: `kubectl exec` runs a command in the running container through containerd's
+/// streaming server: stdout and stderr come back apart and kubectl exits with the command's
+/// code; with `-i` the command reads what kubectl is given on stdin.
+#[test]
+fn kubectl_exec_returns_the_commands_streams_and_exit_code_and_exec_i_passes_stdin() {
+    let Some(c) = cluster() else { return };
+    start(c, &pod("shell", "sleep 3600", "Always"));
+    let script = "echo out-line; echo err-line >&2; exit 3";
+    let (code, out, err) =
+        kubectl_with_input(c, 60, &["exec", "shell", "--", "sh", "-c", script], b"");
+    assert_eq!(code, Some(3), "kubectl exec: {out}{err}");
+    assert_eq!(out, "out-line\n");
+    assert!(err.contains("err-line"), "{err}");
+
+    let (code, out, err) = kubectl_with_input(
+        c,
+        60,
+        &["exec", "-i", "shell", "--", "sh", "-c", "cat; echo end"],
+        b"line-1\nline-2\n",
+    );
+    assert_eq!(code, Some(0), "kubectl exec -i: {err}");
+    assert_eq!(out, "line-1\nline-2\nend\n");
+
+    // a container that is not there: kubectl reports the node's refusal
+    let (code, _, err) =
+        kubectl_with_input(c, 60, &["exec", "shell", "-c", "nope", "--", "true"], b"");
+    assert_ne!(code, Some(0));
+    assert!(err.contains("nope"), "{err}");
+    let _ = c.admin().run(
+        c.admin()
+            .api::<Pod>("default")
+            .delete("shell", &Default::default()),
+    );
+}
+
+/// KA-40, KA-41: `kubectl attach -i` joins the container's own process: the lines it is given
+/// reach the process's stdin and its answers come back, and with `stdinOnce` the end of
+/// kubectl's input ends the process's.
+#[test]
+fn kubectl_attach_i_talks_to_the_containers_own_process() {
+    let Some(c) = cluster() else { return };
+    let mut reader = pod(
+        "reader",
+        "while read line; do echo \"got $line\"; done; echo bye",
+        "Never",
+    );
+    let main = &mut reader.spec.as_mut().unwrap().containers[0];
+    main.stdin = Some(true);
+    main.stdin_once = Some(true);
+    start(c, &reader);
+    let (code, out, err) =
+        kubectl_with_input(c, 60, &["attach", "-i", "reader", "-c", "main"], b"a\nb\n");
+    assert_eq!(code, Some(0), "kubectl attach: {out}{err}");
+    assert!(out.starts_with("got a\ngot b\n"), "{out}");
+    let admin = c.admin();
+    let pods = admin.api::<Pod>("default");
+    admin.wait_for("reader done after its stdin closed", 60, |k| {
+        let p = k.run(pods.get("reader")).ok()?;
+        (phase(&p) == Some("Succeeded")).then_some(())
+    });
+    let _ = admin.run(pods.delete("reader", &Default::default()));
+}
+
+/// KA-42: `kubectl port-forward` carries an HTTP request from the workstation into the pod's
+/// network namespace and the answer back.
+#[test]
+fn kubectl_port_forward_carries_an_http_request_to_the_pods_port() {
+    let Some(c) = cluster() else { return };
+    let script = "echo served-by-pod > /marks/index.html && exec httpd -f -p 8080 -h /marks";
+    start(c, &pod("web", script, "Always"));
+    let mut forward = Command::new(c.dir.join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(c.admin_kubeconfig())
+        .args(["port-forward", "pod/web", ":8080"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl port-forward");
+    let mut line = String::new();
+    let mut said = BufReader::new(forward.stdout.take().unwrap());
+    said.read_line(&mut line).unwrap();
+    // kubectl dies of a closed pipe when it says more: drain what it says
+    std::thread::spawn(move || std::io::copy(&mut said, &mut std::io::sink()));
+    // "Forwarding from 127.0.0.1:PORT -> 8080"
+    let port: u16 = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no local port in {line:?}"));
+    // httpd may not listen yet: ask again until it answers
+    let admin = c.admin();
+    let answer = admin.wait_for("an answer through the forwarded port", 60, |_| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
+        s.write_all(b"GET /index.html HTTP/1.0\r\nHost: web\r\n\r\n")
+            .ok()?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).ok()?;
+        answer.contains("served-by-pod").then_some(answer)
+    });
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    let _ = forward.kill();
+    let _ = forward.wait();
+    let _ = admin.run(
+        admin
+            .api::<Pod>("default")
+            .delete("web", &Default::default()),
+    );
 }

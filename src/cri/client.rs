@@ -147,6 +147,9 @@ pub fn operation(method: &str) -> (&'static str, &'static str) {
         "ListContainers" => (RT, "list_containers"),
         "ContainerStatus" => (RT, "container_status"),
         "ExecSync" => (RT, "exec_sync"),
+        "Exec" => (RT, "exec"),
+        "Attach" => (RT, "attach"),
+        "PortForward" => (RT, "port_forward"),
         "UpdateRuntimeConfig" => (RT, "update_runtime_config"),
         "ReopenContainerLog" => (RT, "reopen_container_log"),
         "ListImages" => (IMG, "list_images"),
@@ -556,6 +559,23 @@ impl CriClient {
             timeout: timeout_secs,
         };
         rpc!(self, runtime.exec_sync, "ExecSync", req, deadline)
+    }
+
+    /// `Exec`: the URL of the runtime's streaming server where `req`'s command will run.
+    pub async fn exec(&self, req: v1::ExecRequest) -> Result<String, CriError> {
+        rpc!(self, runtime.exec, "Exec", req).map(|r| r.url)
+    }
+
+    /// `Attach`: the URL of the runtime's streaming server attached to the container's
+    /// process.
+    pub async fn attach(&self, req: v1::AttachRequest) -> Result<String, CriError> {
+        rpc!(self, runtime.attach, "Attach", req).map(|r| r.url)
+    }
+
+    /// `PortForward`: the URL of the runtime's streaming server forwarding into the sandbox's
+    /// network namespace.
+    pub async fn port_forward(&self, req: v1::PortForwardRequest) -> Result<String, CriError> {
+        rpc!(self, runtime.port_forward, "PortForward", req).map(|r| r.url)
     }
 
     /// `GetContainerEvents`: opens the server stream. Establishing it is bound

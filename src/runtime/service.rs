@@ -824,6 +824,32 @@ impl v1::runtime_service_server::RuntimeService for CriServer {
         Ok(Response::new(v1::ReopenContainerLogResponse {}))
     }
 
+    /// Refused: the embedded runtime has no streaming server (it would have to speak the
+    /// SPDY and WebSocket remote-command protocols). `ExecSync`, and so the kubelet API's
+    /// `/run`, works; `kubectl exec` needs containerd.
+    async fn exec(
+        &self,
+        _request: Request<v1::ExecRequest>,
+    ) -> Result<Response<v1::ExecResponse>, Status> {
+        Err(no_streaming("Exec"))
+    }
+
+    /// Refused, as [`Self::exec`].
+    async fn attach(
+        &self,
+        _request: Request<v1::AttachRequest>,
+    ) -> Result<Response<v1::AttachResponse>, Status> {
+        Err(no_streaming("Attach"))
+    }
+
+    /// Refused, as [`Self::exec`].
+    async fn port_forward(
+        &self,
+        _request: Request<v1::PortForwardRequest>,
+    ) -> Result<Response<v1::PortForwardResponse>, Status> {
+        Err(no_streaming("PortForward"))
+    }
+
     async fn exec_sync(
         &self,
         request: Request<v1::ExecSyncRequest>,
@@ -1241,6 +1267,14 @@ fn container_stats(running: &[(v1::Container, Option<i32>)]) -> Vec<v1::Containe
             }
         })
         .collect()
+}
+
+/// The refusal of a streaming call (`Exec`, `Attach`, `PortForward`).
+fn no_streaming(method: &str) -> Status {
+    Status::unimplemented(format!(
+        "{method}: the embedded runtime has no streaming server; exec, attach and \
+         port-forward need a CRI runtime such as containerd (--container-runtime-endpoint)"
+    ))
 }
 
 #[cfg(test)]
