@@ -55,13 +55,19 @@ fn main() {
         .unwrap();
     }
     let log = std::fs::File::create(dir.path().join("agent.log")).unwrap();
+    // a free port for the read-only port (0 would turn it off)
+    let read_only_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port()
+        .to_string();
     let child = Command::new(env!("CARGO_BIN_EXE_ledgerlet"))
         .args([
             "run",
             "--node-name",
             "bench",
             "--read-only-port",
-            "0",
+            &read_only_port,
             "--port",
             "0",
         ])

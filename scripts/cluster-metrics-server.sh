@@ -11,9 +11,11 @@
 # kube-system. It authenticates to the apiserver as `system:metrics-server` (client
 # certificate) with upstream's RBAC (ClusterRole system:metrics-server, auth-delegator,
 # extension-apiserver-authentication-reader), and reads the node's resource metrics from its
-# read-only port over plain HTTP (--kubelet-port NODE_PORT
-# --deprecated-kubelet-completely-insecure, InternalIP), scraping every 15 s.
-# Uses from cluster.sh: dir, bin, advertise_ip, node_port, say, fail, start, wait_for,
+# authenticated kubelet API as a real cluster's does: the port the Node reports
+# (--kubelet-use-node-status-port) on its InternalIP, the node's serving certificate checked
+# against the cluster CA, its own client certificate authorized for nodes/metrics.
+# Scrapes every 15 s.
+# Uses from cluster.sh: dir, bin, advertise_ip, say, fail, start, wait_for,
 # free_port, cert, kubeconfig, kubectl, pki.
 
 metrics_server_apiserver_args=(--enable-aggregator-routing=true)
@@ -95,7 +97,7 @@ EOF
     --tls-cert-file "$p/metrics-server-serving.crt" \
     --tls-private-key-file "$p/metrics-server-serving.key" \
     --requestheader-client-ca-file "$p/front-proxy-ca.crt" \
-    --kubelet-port "$node_port" --deprecated-kubelet-completely-insecure \
+    --kubelet-use-node-status-port --kubelet-certificate-authority "$p/ca.crt" \
     --kubelet-preferred-address-types InternalIP \
     --metric-resolution 15s --kubelet-request-timeout 5s
   wait_for metrics-server "serving v1beta1.metrics.k8s.io (APIService Available)" metrics_server_available

@@ -2,7 +2,7 @@
 # A real Kubernetes control plane on loopback, with ledgerlet as its node.
 #
 #   scripts/cluster.sh up DIR [--runtime embedded|containerd] [--no-node] [--node-name NAME]
-#                             [--node-on-host] [--node-arg FLAG]... [--with-metrics-server]
+#                             [--node-on-loopback] [--node-arg FLAG]... [--with-metrics-server]
 #   scripts/cluster.sh down DIR
 #   scripts/cluster.sh status DIR
 #   scripts/cluster.sh node-credentials DIR NAME
@@ -48,11 +48,15 @@
 #                          `down` removes the pods' sandboxes through CRI.
 #   --no-node              the control plane only.
 #   --node-name NAME       the node's name (default ledgerlet-0).
-#   --node-on-host         the node reports the host's address (the apiserver's advertised
-#                          one) as its InternalIP and listens on all addresses, so the
-#                          apiserver can proxy to its kubelet API (`kubectl get --raw
-#                          /api/v1/nodes/NAME/proxy/pods`; it refuses loopback addresses).
-#                          Default: --node-ip 127.0.0.1 --address 127.0.0.1.
+#   --node-on-loopback     the node reports 127.0.0.1 as its InternalIP and listens there
+#                          only (--node-ip 127.0.0.1 --address 127.0.0.1): nothing off the
+#                          host reaches it, but the apiserver, which refuses to proxy to
+#                          loopback, cannot reach its kubelet API either (no kubectl logs,
+#                          exec or get --raw /api/v1/nodes/NAME/proxy/...).
+#                          Default: the node reports the host's address (the apiserver's
+#                          advertised one) and its kubelet API (authenticated) listens on
+#                          all addresses; its read-only port stays on loopback.
+#                          (--node-on-host, the default, is accepted.)
 #   --node-arg FLAG        one more argument for `ledgerlet run` (repeatable), e.g.
 #                          --node-arg=--kube-reserved=cpu=100m,memory=100Mi.
 #   --with-metrics-server  metrics-server as the v1beta1.metrics.k8s.io APIService, once the
@@ -831,7 +835,7 @@ dir="$(realpath -m -- "$dir_arg")"
 [ "$dir" != / ] || die "DIR may not be /"
 runtime=embedded
 with_node=1
-node_on_host=0
+node_on_host=1
 node_name="ledgerlet-0"
 node_args=()
 with_metrics_server=0
@@ -844,6 +848,7 @@ while [ $# -gt 0 ]; do
     --runtime=*) runtime="${1#--runtime=}"; shift ;;
     --no-node) with_node=0; shift ;;
     --node-on-host) node_on_host=1; shift ;;
+    --node-on-loopback) node_on_host=0; shift ;;
     --node-name) node_name="${2:?--node-name needs a name}"; shift 2 ;;
     --node-name=*) node_name="${1#--node-name=}"; shift ;;
     --node-arg) node_args+=("${2:?--node-arg needs a flag}"); shift 2 ;;

@@ -76,7 +76,7 @@ pub struct RunOptions {
     pub max_wait_for_container_runtime_ms: u64,
     /// HTTP address and port.
     pub address: IpAddr,
-    /// HTTP port (`--read-only-port`, 10255; 0 picks a free port).
+    /// The unauthenticated HTTP port (`--read-only-port`, 10255), always on loopback; 0 is off.
     pub read_only_port: u16,
     /// The authenticated HTTPS API (`--port`, TLS, authentication, authorization).
     pub api: crate::kubelet_api::options::ApiOptions,
@@ -364,11 +364,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     daemon.executor.set_pod_cgroups(!embedded);
     daemon.apply_config(&opts, &runtime.version, restarted)?;
     tokio::spawn(timers::run(timer_arms, report.clone()));
-    let addr = SocketAddr::new(opts.address, opts.read_only_port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr} (--address/--read-only-port)"))?;
-    let bound = listener.local_addr()?;
+    let listener = bind_read_only_port(&opts).await?;
     let secure = bind_kubelet_api(&opts, api_client).await?;
     daemon.observe_machine(&opts, &runtime.version, secure.port);
     let health = Arc::new(PlegHealth::new(&opts.pleg));
@@ -379,7 +375,6 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         opts.log_rotation.clone(),
         shutdown_rx.clone(),
     ));
-    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /metrics/resource, /stats/summary, /pods, /debug/ledger, /debug/state");
     let state = HttpState {
         engine: engine.clone(),
         events: daemon.events.clone(),
@@ -392,7 +387,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         )
         .with_pod_logs_dir(opts.pod_logs_dir.clone()),
     };
-    let server = tokio::spawn(serve_http(listener, state.clone(), shutdown_rx.clone()));
+    let server = listener.map(|l| tokio::spawn(serve_http(l, state.clone(), shutdown_rx.clone())));
     let extra = extra_routes(&engine, &runtime.cri, &opts.node_name);
     let secure_server = tokio::spawn(secure.serve(state, extra, shutdown_rx.clone()));
 
@@ -400,7 +395,9 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
 
     // shutdown: sources and servers stop, the ledger is flushed, the runtime goes last
     let _ = shutdown_tx.send(true);
-    let _ = server.await;
+    if let Some(server) = server {
+        let _ = server.await;
+    }
     let _ = secure_server.await;
     let _ = tokio::time::timeout(Duration::from_secs(2), ledger_stream.task).await;
     let _ = std::fs::remove_file(&ledger_stream.socket);
@@ -863,6 +860,26 @@ fn extra_routes(engine: &Arc<Mutex<Engine>>, cri: &CriClient, node_name: &str) -
         cri.clone(),
         node_name.to_string(),
     )))
+}
+
+/// The read-only port's listener, on loopback whatever `--address` says (it is
+/// unauthenticated); `None` with `--read-only-port 0`, which turns it off as in the kubelet.
+async fn bind_read_only_port(opts: &RunOptions) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    if opts.read_only_port == 0 {
+        tracing::info!("the read-only port is off (--read-only-port 0)");
+        return Ok(None);
+    }
+    let ip = crate::http_server::read_only_address(opts.address);
+    if ip != opts.address {
+        tracing::info!(address = %opts.address, read_only = %ip, "the read-only port stays on loopback; --address is for the kubelet API");
+    }
+    let addr = SocketAddr::new(ip, opts.read_only_port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (--read-only-port)"))?;
+    let bound = listener.local_addr()?;
+    tracing::info!(address = %bound, "serving /healthz, /metrics, /metrics/probes, /metrics/resource, /stats/summary, /pods, /debug/ledger, /debug/state");
+    Ok(Some(listener))
 }
 
 /// The kubelet API, bound and configured, not yet serving.

@@ -46,6 +46,18 @@ pub struct HttpState {
     pub stats: crate::shell::stats::StatsState,
 }
 
+/// Where the read-only port listens for `--address`: that address when it is a loopback one,
+/// else the loopback address of its family. The port is unauthenticated, so nothing off the
+/// host may reach it (the kubelet binds it to `--address`; ledgerlet keeps it local).
+pub fn read_only_address(address: std::net::IpAddr) -> std::net::IpAddr {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    match address {
+        a if a.is_loopback() => a,
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+    }
+}
+
 /// The router with every endpoint.
 pub fn router(state: HttpState) -> Router {
     let stats = crate::shell::stats::router(state.stats.clone());
@@ -217,4 +229,19 @@ where
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(f(tx));
     Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_only_port_stays_on_loopback_whatever_the_address() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(read_only_address(ip("0.0.0.0")), ip("127.0.0.1"));
+        assert_eq!(read_only_address(ip("10.1.2.3")), ip("127.0.0.1"));
+        assert_eq!(read_only_address(ip("127.0.0.2")), ip("127.0.0.2"));
+        assert_eq!(read_only_address(ip("::")), ip("::1"));
+        assert_eq!(read_only_address(ip("::1")), ip("::1"));
+    }
 }

@@ -98,10 +98,12 @@ pub struct RunArgs {
     /// Root of the pod log layout (default: /var/log/pods as root, else <root-dir>/pod-logs).
     #[arg(long)]
     pod_logs_dir: Option<PathBuf>,
-    /// Address of the HTTP server.
+    /// Address of the kubelet API (--port). The read-only port stays on loopback: with a
+    /// non-loopback address it listens on 127.0.0.1 (::1 for IPv6).
     #[arg(long, default_value = "127.0.0.1")]
     address: IpAddr,
-    /// Port of the HTTP server (/healthz, /metrics, /pods, /debug/*); 0 picks a free one.
+    /// Port of the unauthenticated HTTP server on loopback (/healthz, /metrics, /pods,
+    /// /debug/*); 0 turns it off, as in the kubelet.
     #[arg(long, default_value_t = 10255)]
     read_only_port: u16,
     /// Port of the authenticated HTTPS kubelet API (kubelet --port); 0 picks a free one,

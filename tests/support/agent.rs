@@ -26,6 +26,8 @@ pub struct Agent {
     pub logs: PathBuf,
     pub log_file: PathBuf,
     pub port: u16,
+    /// The `--read-only-port` given (picked at the first start).
+    read_only_port: u16,
     pub node_name: String,
     extra: Vec<String>,
     env: Vec<(String, String)>,
@@ -77,6 +79,7 @@ impl Agent {
             logs,
             log_file,
             port: 0,
+            read_only_port: 0,
             node_name,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             env: env
@@ -137,9 +140,19 @@ impl Agent {
         } else {
             &["--port", "0"]
         };
+        // the read-only port: one picked once and kept across restarts (0 would turn it off)
+        if self.read_only_port == 0 {
+            self.read_only_port = free_port();
+        }
+        let read_only_port = self.read_only_port.to_string();
+        let read_only: Vec<&str> = if extra.contains(&"--read-only-port") {
+            vec![]
+        } else {
+            vec!["--read-only-port", &read_only_port]
+        };
         let child = cmd
             .args(&node)
-            .args(["--read-only-port", "0"])
+            .args(&read_only)
             .args(secure_port)
             .args(&fast)
             .args(&extra)
@@ -449,4 +462,21 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
         }
     }
     pids
+}
+
+/// A TCP port free on loopback now, in 10000–19999 (below the kernel's ephemeral range, so no
+/// outgoing connection takes it meanwhile, and apart from `cluster.sh`'s 20000–31999), never
+/// handed out twice by this process.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = std::process::id().wrapping_mul(7919);
+    for _ in 0..10_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 10_000 + (base.wrapping_add(n.wrapping_mul(7)) % 10_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 10000-19999");
 }

@@ -51,8 +51,9 @@ impl RealCluster {
     }
 
     /// The test binary's cluster with containerd as the runtime and the agent of this test
-    /// build (`CARGO_BIN_EXE_ledgerlet`) as its node, named `node` (`scripts/cluster.sh up
-    /// DIR --runtime containerd`); torn down at process exit like [`RealCluster::shared`].
+    /// build (`CARGO_BIN_EXE_ledgerlet`) as its node, named `node`, on loopback
+    /// (`scripts/cluster.sh up DIR --runtime containerd --node-on-loopback`: its InternalIP
+    /// and host IP are 127.0.0.1); torn down at process exit like [`RealCluster::shared`].
     pub fn shared_containerd(node: &str) -> Option<&'static RealCluster> {
         RealCluster::shared_containerd_with(node, &[])
     }
@@ -63,14 +64,14 @@ impl RealCluster {
         node: &str,
         agent_flags: &[&str],
     ) -> Option<&'static RealCluster> {
-        RealCluster::containerd_cluster(node, &[], agent_flags)
+        RealCluster::containerd_cluster(node, &["--node-on-loopback"], agent_flags)
     }
 
     /// [`RealCluster::shared_containerd`] with metrics-server serving the cluster's
     /// `v1beta1.metrics.k8s.io` (`cluster.sh up DIR --with-metrics-server`), for `kubectl
     /// top`.
     pub fn shared_containerd_with_metrics_server(node: &str) -> Option<&'static RealCluster> {
-        RealCluster::containerd_cluster(node, &["--with-metrics-server"], &[])
+        RealCluster::containerd_cluster(node, &["--with-metrics-server", "--node-on-loopback"], &[])
     }
 
     /// [`RealCluster::shared_containerd`] with the node on the host's address (`cluster.sh up
