@@ -199,10 +199,11 @@ fn ledgerlet(args: &[&str]) -> (bool, String, String) {
 }
 
 /// KA-14: `ledgerlet explain --kubeconfig … --node … --pod …` explains a crash-looping pod
-/// of the node from a workstation, reading the node's ledger through the API server; a user
-/// without `nodes/proxy` is refused with the API server's 403.
+/// of the node from a workstation, reading the node's ledger through the API server, and
+/// `replay` and `diff` read it the same way; a user without `nodes/proxy` is refused with
+/// the API server's 403.
 #[test]
-fn explain_reads_a_crash_looping_pods_ledger_through_the_api_server_and_needs_nodes_proxy() {
+fn explain_replay_and_diff_read_a_nodes_ledger_through_the_api_server_and_need_nodes_proxy() {
     let Some(c) = cluster() else { return };
     let admin = c.admin();
     let pods = admin.api::<Pod>("default");
@@ -243,6 +244,39 @@ fn explain_reads_a_crash_looping_pods_ledger_through_the_api_server_and_needs_no
         "--verify",
     ]);
     assert!(ok && out.contains("verify: OK"), "{out}{err}");
+    // and diff between the pod's first and last records: what its status became
+    let (ok, records, err) = kubectl(
+        c,
+        30,
+        &[
+            "get",
+            "--raw",
+            &format!("/api/v1/nodes/{NODE}/proxy/debug/ledger?pod=default/crasher"),
+        ],
+    );
+    assert!(ok, "{err}");
+    let seqs: Vec<u64> = records
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["seq"].as_u64())
+        .collect();
+    let (first, last) = (seqs[0].to_string(), seqs[seqs.len() - 1].to_string());
+    let (ok, out, err) = ledgerlet(&[
+        "diff",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--node",
+        NODE,
+        &first,
+        &last,
+        "--pod",
+        "default/crasher",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("from record") && out.contains("records about the pod in between"),
+        "{out}"
+    );
+    assert!(out.contains("api_status.status.containerStatuses"), "{out}");
 
     let mallory = user_kubeconfig(c, "mallory");
     let (ok, out, err) = ledgerlet(&[
