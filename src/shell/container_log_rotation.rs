@@ -131,7 +131,8 @@ async fn rotate_container(
     if size < policy.max_size_bytes {
         return Ok(());
     }
-    let stamp = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
+    // local time, as the kubelet's `time.Now().Format("20060102-150405")`
+    let stamp = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
     let (log2, max_files) = (log.clone(), policy.max_files);
     let rotated = tokio::task::spawn_blocking(move || prepare_and_rename(&log2, max_files, &stamp))
         .await
