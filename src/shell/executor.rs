@@ -328,6 +328,8 @@ impl Executor {
         let starts_nothing =
             plan.start_ephemeral.is_empty() && plan.start_init.is_empty() && plan.start.is_empty();
         let volumes = if starts_nothing {
+            // nothing to mount, but the volumes follow the pod's latest labels/annotations
+            self.projector.update_pod(p).await;
             Default::default()
         } else {
             let prepared = match self.projector.prepare(p).await {

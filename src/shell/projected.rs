@@ -594,6 +594,30 @@ impl Projector {
         Ok(paths)
     }
 
+    /// The pod as the latest sync sees it, for a pod whose volumes were prepared: kept for
+    /// the periodic refresh, and its volumes rewritten at once when its labels or
+    /// annotations changed (the kubelet remounts a pod's volumes on every sync, so a
+    /// downwardAPI file follows the pod's metadata within a sync). A pod not prepared is
+    /// ignored.
+    pub async fn update_pod(&self, p: &Pod) {
+        let uid = pod::uid_str(p).to_string();
+        let metadata_changed = {
+            let mut st = self.lock();
+            let Some(known) = st.pods.get_mut(&uid) else {
+                return;
+            };
+            let changed = known.metadata.labels != p.metadata.labels
+                || known.metadata.annotations != p.metadata.annotations;
+            *known = p.clone();
+            changed
+        };
+        if metadata_changed {
+            if let Err(e) = self.write_pod(p, true).await {
+                tracing::warn!(error = %e, "cannot rewrite the pod's volumes after its metadata changed");
+            }
+        }
+    }
+
     /// Forgets a pod: no more refreshes, and its tokens are dropped. Called before its
     /// directory is removed.
     pub fn forget_pod(&self, uid: &str) {
@@ -1159,6 +1183,32 @@ mod tests {
             }, extra_volume]}
         }))
         .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_downward_api_volume_follows_the_pods_labels_once_a_sync_sees_them() {
+        let t = tempfile::tempdir().unwrap();
+        let proj = Projector::new(None, Redactor::new(), t.path().to_path_buf());
+        let pod = |labels: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns", "uid": "u9", "labels": labels},
+                "spec": {"containers": [{"name": "c"}], "volumes": [{"name": "info", "downwardAPI": {
+                    "items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}]}
+            }))
+            .unwrap()
+        };
+        let v1 = pod(serde_json::json!({"key1": "value1"}));
+        // a pod whose volumes were never prepared is not written
+        proj.update_pod(&v1).await;
+        assert!(!t.path().join("u9").exists());
+        let paths = proj.prepare(&v1).await.unwrap();
+        let labels = paths["info"].join("labels");
+        assert_eq!(read(labels.clone()), "key1=\"value1\"");
+        proj.update_pod(&pod(
+            serde_json::json!({"key1": "value1", "key3": "value3"}),
+        ))
+        .await;
+        assert_eq!(read(labels), "key1=\"value1\"\nkey3=\"value3\"");
     }
 
     #[tokio::test]
