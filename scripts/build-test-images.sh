@@ -30,45 +30,8 @@ mkdir -p "$out"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-size() { stat -c %s "$1"; }
-
-# blob FILE -> moves FILE into the layout's blob store, prints its digest hex.
-blob() {
-  local layout="$1" file="$2" d
-  d="$(sha "$file")"
-  mkdir -p "$layout/blobs/sha256"
-  mv "$file" "$layout/blobs/sha256/$d"
-  printf '%s' "$d"
-}
-
-# image NAME ROOTFS_DIR CONFIG_JSON_FRAGMENT ARCHIVE
-image() {
-  local name="$1" rootfs="$2" cfg="$3" archive="$4"
-  local layout="$work/layout-$(basename "$archive")"
-  rm -rf "$layout"; mkdir -p "$layout"
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=posix \
-    --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
-    -C "$rootfs" -cf "$work/layer.tar" .
-  local layer layer_size
-  layer_size="$(size "$work/layer.tar")"
-  layer="$(blob "$layout" "$work/layer.tar")"
-  printf '{"architecture":"amd64","os":"linux","config":%s,"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
-    "$cfg" "$layer" >"$work/config.json"
-  local config config_size
-  config_size="$(size "$work/config.json")"
-  config="$(blob "$layout" "$work/config.json")"
-  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%s}]}' \
-    "$config" "$config_size" "$layer" "$layer_size" >"$work/manifest.json"
-  local manifest manifest_size
-  manifest_size="$(size "$work/manifest.json")"
-  manifest="$(blob "$layout" "$work/manifest.json")"
-  printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"platform":{"architecture":"amd64","os":"linux"},"annotations":{"io.containerd.image.name":"%s"}}]}' \
-    "$manifest" "$manifest_size" "$name" >"$layout/index.json"
-  printf '{"imageLayoutVersion":"1.0.0"}' >"$layout/oci-layout"
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$layout" -cf "$archive.tmp" .
-  mv "$archive.tmp" "$archive"
-}
+# shellcheck source=scripts/oci-image.sh
+. "$(dirname "${BASH_SOURCE[0]}")/oci-image.sh"
 
 # The workload image.
 root="$work/busybox-root"

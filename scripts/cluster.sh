@@ -2,7 +2,8 @@
 # A real Kubernetes control plane on loopback, with ledgerlet as its node.
 #
 #   scripts/cluster.sh up DIR [--runtime embedded|containerd] [--no-node] [--node-name NAME]
-#                             [--node-on-loopback] [--node-arg FLAG]... [--with-metrics-server]
+#                             [--node-on-loopback] [--node-api-port PORT] [--node-arg FLAG]...
+#                             [--with-metrics-server]
 #   scripts/cluster.sh down DIR
 #   scripts/cluster.sh status DIR
 #   scripts/cluster.sh node-credentials DIR NAME
@@ -57,6 +58,8 @@
 #                          advertised one) and its kubelet API (authenticated) listens on
 #                          all addresses; its read-only port stays on loopback.
 #                          (--node-on-host, the default, is accepted.)
+#   --node-api-port PORT   the node's kubelet API port (default: a free one; the upstream
+#                          e2e tests want the kubelet's 10250, which some of them assume).
 #   --node-arg FLAG        one more argument for `ledgerlet run` (repeatable), e.g.
 #                          --node-arg=--kube-reserved=cpu=100m,memory=100Mi.
 #   --with-metrics-server  metrics-server as the v1beta1.metrics.k8s.io APIService, once the
@@ -128,6 +131,7 @@ controllers="serviceaccount,serviceaccount-token,namespace,garbagecollector,node
 controllers+=",taint-eviction-controller,nodeipam,replicaset,deployment,statefulset,daemonset"
 controllers+=",job,cronjob,ttl-after-finished,podgc,disruption,endpoint,endpointslice"
 controllers+=",endpointslicemirroring,root-ca-cert-publisher,resourcequota,csrsigning"
+controllers+=",persistentvolume-binder,pvc-protection,pv-protection"
 controllers+=",csrapproving,csrcleaner,clusterrole-aggregation,ttl"
 # stop order for `down` (the node first: it stops its pods through the runtime)
 container_ids=""
@@ -474,7 +478,14 @@ do_up() {
   [ -n "$advertise_ip" ] || die "kube-apiserver: no non-loopback IPv4 address to advertise for the kubernetes Service"
   local etcd_peer_port
   free_port etcd_port; free_port etcd_peer_port; free_port apiserver_port
-  free_port kcm_port; free_port scheduler_port; free_port node_port; free_port node_api_port
+  free_port kcm_port; free_port scheduler_port; free_port node_port
+  if [ -n "$node_api_port_wanted" ]; then
+    [ -z "$(ss -Htln "( sport = :$node_api_port_wanted )" 2>/dev/null)" ] ||
+      die "--node-api-port $node_api_port_wanted: the port is in use"
+    node_api_port="$node_api_port_wanted"
+  else
+    free_port node_api_port
+  fi
   node_ip=127.0.0.1 node_address=127.0.0.1
   [ "$node_on_host" = 0 ] || { node_ip="$advertise_ip"; node_address=0.0.0.0; }
   gen_pki
@@ -836,6 +847,7 @@ dir="$(realpath -m -- "$dir_arg")"
 runtime=embedded
 with_node=1
 node_on_host=1
+node_api_port_wanted=""
 node_name="ledgerlet-0"
 node_args=()
 with_metrics_server=0
@@ -849,6 +861,9 @@ while [ $# -gt 0 ]; do
     --no-node) with_node=0; shift ;;
     --node-on-host) node_on_host=1; shift ;;
     --node-on-loopback) node_on_host=0; shift ;;
+    --node-api-port)
+      [[ "${2:-}" =~ ^[1-9][0-9]{0,4}$ ]] && [ "$2" -le 65535 ] || die "--node-api-port wants a port number"
+      node_api_port_wanted="$2"; shift 2 ;;
     --node-name) node_name="${2:?--node-name needs a name}"; shift 2 ;;
     --node-name=*) node_name="${1#--node-name=}"; shift ;;
     --node-arg) node_args+=("${2:?--node-arg needs a flag}"); shift 2 ;;

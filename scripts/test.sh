@@ -146,6 +146,29 @@ need_metrics_server() {
 }
 need_metrics_server
 
+# The upstream conformance suite of tests/conformance_smoke.rs (scripts/conformance.sh):
+# e2e.test, ginkgo and the test images' binaries of the pinned release, built into the same
+# cache by scripts/build-e2e.sh (about 10 minutes cold on 2 cores), and bash-static for the
+# images' shell (scripts/build-e2e-images.sh). Under CI=true a failure is a failure,
+# otherwise the smoke test says it was skipped.
+need_e2e() {
+  if ! dpkg-query -W -f='${Status}' bash-static 2>/dev/null | grep -q 'ok installed'; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing bash-static (the e2e test images' shell)"
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bash-static; } \
+        >/dev/null || fail "could not install bash-static"
+    elif [ "$ci" = "true" ]; then
+      fail "bash-static is missing and cannot be installed (not root): the e2e images need it"
+    fi
+  fi
+  say "scripts/build-e2e.sh (the upstream e2e suite; cached after the first build)"
+  if ! scripts/build-e2e.sh >/dev/null; then
+    [ "$ci" = "true" ] && fail "the e2e suite could not be built (scripts/build-e2e.sh, see above)"
+    say "the e2e suite could not be built: the conformance smoke test will be skipped"
+  fi
+}
+need_e2e
+
 # Property tests run at least 1,000 cases each (override with PROPTEST_CASES).
 export PROPTEST_CASES="${PROPTEST_CASES:-1000}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
