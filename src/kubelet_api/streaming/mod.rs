@@ -14,6 +14,7 @@ pub mod locate;
 pub mod options;
 pub mod proxy;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
@@ -62,29 +63,32 @@ impl StreamingState {
 /// The streaming routers, fully stated.
 pub fn router(state: StreamingState) -> Router {
     Router::new()
-        .route("/exec/{namespace}/{pod}/{container}", get(exec).post(exec))
+        .route(
+            "/exec/{namespace}/{pod}/{container}",
+            get(exec_in).post(exec_in),
+        )
         .route(
             "/exec/{namespace}/{pod}/{uid}/{container}",
-            get(exec_uid).post(exec_uid),
+            get(exec_in).post(exec_in),
         )
         .route(
             "/attach/{namespace}/{pod}/{container}",
-            get(attach).post(attach),
+            get(attach_to).post(attach_to),
         )
         .route(
             "/attach/{namespace}/{pod}/{uid}/{container}",
-            get(attach_uid).post(attach_uid),
+            get(attach_to).post(attach_to),
         )
         .route(
             "/portForward/{namespace}/{pod}",
-            get(port_forward).post(port_forward),
+            get(forward_ports).post(forward_ports),
         )
         .route(
             "/portForward/{namespace}/{pod}/{uid}",
-            get(port_forward_uid).post(port_forward_uid),
+            get(forward_ports).post(forward_ports),
         )
-        .route("/run/{namespace}/{pod}/{container}", post(run))
-        .route("/run/{namespace}/{pod}/{uid}/{container}", post(run_uid))
+        .route("/run/{namespace}/{pod}/{container}", post(run_in))
+        .route("/run/{namespace}/{pod}/{uid}/{container}", post(run_in))
         .with_state(state)
 }
 
@@ -97,6 +101,18 @@ struct Target {
 }
 
 impl Target {
+    /// The target of a route's path parameters (`uid` and `container` only where the route
+    /// has them).
+    fn from_path(mut params: HashMap<String, String>) -> Target {
+        let mut take = |k: &str| params.remove(k);
+        Target {
+            namespace: take("namespace").unwrap_or_default(),
+            pod: take("pod").unwrap_or_default(),
+            uid: take("uid"),
+            container: take("container").unwrap_or_default(),
+        }
+    }
+
     fn pod_ref<'a>(&'a self, node: &'a str) -> PodRef<'a> {
         PodRef {
             node,
@@ -173,35 +189,12 @@ fn ready_to_stream(
     })
 }
 
-async fn exec(
+async fn exec_in(
     State(s): State<StreamingState>,
-    Path((namespace, pod, container)): Path<(String, String, String)>,
+    Path(params): Path<HashMap<String, String>>,
     req: Request,
 ) -> Response {
-    let t = Target {
-        namespace,
-        pod,
-        uid: None,
-        container,
-    };
-    exec_in(s, t, req).await
-}
-
-async fn exec_uid(
-    State(s): State<StreamingState>,
-    Path((namespace, pod, uid, container)): Path<(String, String, String, String)>,
-    req: Request,
-) -> Response {
-    let t = Target {
-        namespace,
-        pod,
-        uid: Some(uid),
-        container,
-    };
-    exec_in(s, t, req).await
-}
-
-async fn exec_in(s: StreamingState, t: Target, req: Request) -> Response {
+    let t = Target::from_path(params);
     let q = options::pairs(req.uri().query());
     let opts = match options::stream_options(&q) {
         Ok(o) => o,
@@ -236,34 +229,6 @@ async fn exec_in(s: StreamingState, t: Target, req: Request) -> Response {
     }
 }
 
-async fn attach(
-    State(s): State<StreamingState>,
-    Path((namespace, pod, container)): Path<(String, String, String)>,
-    req: Request,
-) -> Response {
-    let t = Target {
-        namespace,
-        pod,
-        uid: None,
-        container,
-    };
-    attach_to(s, t, req).await
-}
-
-async fn attach_uid(
-    State(s): State<StreamingState>,
-    Path((namespace, pod, uid, container)): Path<(String, String, String, String)>,
-    req: Request,
-) -> Response {
-    let t = Target {
-        namespace,
-        pod,
-        uid: Some(uid),
-        container,
-    };
-    attach_to(s, t, req).await
-}
-
 /// The `tty` of `container` in the pod's spec (regular, init or ephemeral).
 fn spec_tty(pod: &Pod, container: &str) -> Option<bool> {
     let spec = pod.spec.as_ref()?;
@@ -283,7 +248,12 @@ fn spec_tty(pod: &Pod, container: &str) -> Option<bool> {
         })
 }
 
-async fn attach_to(s: StreamingState, t: Target, req: Request) -> Response {
+async fn attach_to(
+    State(s): State<StreamingState>,
+    Path(params): Path<HashMap<String, String>>,
+    req: Request,
+) -> Response {
+    let t = Target::from_path(params);
     let q = options::pairs(req.uri().query());
     let opts = match options::stream_options(&q) {
         Ok(o) => o,
@@ -333,35 +303,12 @@ async fn attach_to(s: StreamingState, t: Target, req: Request) -> Response {
     }
 }
 
-async fn port_forward(
+async fn forward_ports(
     State(s): State<StreamingState>,
-    Path((namespace, pod)): Path<(String, String)>,
+    Path(params): Path<HashMap<String, String>>,
     req: Request,
 ) -> Response {
-    let t = Target {
-        namespace,
-        pod,
-        uid: None,
-        container: String::new(),
-    };
-    forward_ports(s, t, req).await
-}
-
-async fn port_forward_uid(
-    State(s): State<StreamingState>,
-    Path((namespace, pod, uid)): Path<(String, String, String)>,
-    req: Request,
-) -> Response {
-    let t = Target {
-        namespace,
-        pod,
-        uid: Some(uid),
-        container: String::new(),
-    };
-    forward_ports(s, t, req).await
-}
-
-async fn forward_ports(s: StreamingState, t: Target, req: Request) -> Response {
+    let t = Target::from_path(params);
     let q = options::pairs(req.uri().query());
     let ports = match options::port_forward_ports(&q, proxy::is_websocket_request(&req)) {
         Ok(p) => p,
@@ -408,37 +355,14 @@ async fn forward_ports(s: StreamingState, t: Target, req: Request) -> Response {
     }
 }
 
-async fn run(
-    State(s): State<StreamingState>,
-    Path((namespace, pod, container)): Path<(String, String, String)>,
-    req: Request,
-) -> Response {
-    let t = Target {
-        namespace,
-        pod,
-        uid: None,
-        container,
-    };
-    run_in(s, t, req).await
-}
-
-async fn run_uid(
-    State(s): State<StreamingState>,
-    Path((namespace, pod, uid, container)): Path<(String, String, String, String)>,
-    req: Request,
-) -> Response {
-    let t = Target {
-        namespace,
-        pod,
-        uid: Some(uid),
-        container,
-    };
-    run_in(s, t, req).await
-}
-
 /// `/run`: the command through `ExecSync` without a time limit, stdout then stderr as the
 /// body (the kubelet's `RunInContainer`); a non-zero exit is a 500 naming the code.
-async fn run_in(s: StreamingState, t: Target, req: Request) -> Response {
+async fn run_in(
+    State(s): State<StreamingState>,
+    Path(params): Path<HashMap<String, String>>,
+    req: Request,
+) -> Response {
+    let t = Target::from_path(params);
     if let Err(r) = desired_pod(&s, &t).await {
         return r;
     }
