@@ -1,6 +1,6 @@
 //! `status_latency`: from a container's exit to its terminated status being visible in
-//! `/pods`, with the evented PLEG (target: median ≤ 50 ms; the kubelet's generic PLEG
-//! adds up to 1 s of relist plus about 1 s of pod-cache wait).
+//! `/pods`, with the evented PLEG (target: median ≤ 50 ms). The same path through the API
+//! server, against the real kubelet on the same machine, is `compare_kubelet`'s exit row.
 //!
 //! It runs the real `ledgerlet run` binary on the embedded runtime with pods whose single
 //! container exits after a staggered sleep, polls `/pods` every millisecond, and compares the

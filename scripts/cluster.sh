@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A real Kubernetes control plane on loopback, with ledgerlet as its node.
+# A real Kubernetes control plane on loopback, with ledgerlet as its node (and, with
+# --kubelet-node, the real kubelet of the same release as a second node beside it).
 #
 #   scripts/cluster.sh up DIR [--runtime embedded|containerd] [--no-node] [--node-name NAME]
 #                             [--node-on-loopback] [--node-api-port PORT] [--node-arg FLAG]...
-#                             [--with-metrics-server]
+#                             [--with-metrics-server] [--kubelet-node NAME [--kubelet-api-port PORT]]
 #   scripts/cluster.sh down DIR
 #   scripts/cluster.sh status DIR
 #   scripts/cluster.sh node-credentials DIR NAME
@@ -64,6 +65,11 @@
 #                          --node-arg=--kube-reserved=cpu=100m,memory=100Mi.
 #   --with-metrics-server  metrics-server as the v1beta1.metrics.k8s.io APIService, once the
 #                          node is Ready (`kubectl top`; see scripts/cluster-metrics-server.sh).
+#   --kubelet-node NAME    one more node, NAME: the real kubelet of the pinned release, on its
+#                          own containerd (DIR/kubelet/; scripts/cluster-kubelet.sh says why
+#                          and what it sets); with --no-node, the cluster's only node. `up`
+#                          returns once it is Ready too. Needs root.
+#   --kubelet-api-port PORT  its kubelet API port (default: a free one).
 # down   stops every process `up` started (pid files, SIGTERM then SIGKILL; ledgerlet gets
 #        90 s to stop its pods), containerd's containers still running (runc delete
 #        --force: the node may have been killed), anything left in their sessions and
@@ -98,8 +104,11 @@
 #   DIR/node/                 ledgerlet's --root-dir (pod logs in DIR/node/pod-logs)
 #   DIR/manifests/            ledgerlet's --pod-manifest-path (static pods; empty)
 #   DIR/containerd/           config.toml, root, state, runc, containerd.sock, cni/, images/
+#   DIR/kubelet/              with --kubelet-node: config.yaml, kubelet.kubeconfig, root/,
+#                             pod-logs/, containerd/ (as DIR/containerd/); cluster.env gets
+#                             KUBELET_NODE_NAME, KUBELET_API_PORT, KUBELET_RUNTIME_ENDPOINT...
 #   DIR/logs/<component>.log  etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-#                             ledgerlet, containerd, metrics-server (with --with-metrics-server,
+#                             ledgerlet, containerd, kubelet, kubelet-containerd, metrics-server (with --with-metrics-server,
 #                             which also writes DIR/metrics-server.kubeconfig and
 #                             METRICS_SERVER=https://ADDR:PORT in cluster.env)
 #   DIR/logs/audit.log        kube-apiserver's audit log, one JSON audit.k8s.io/v1 Event a
@@ -135,10 +144,11 @@ controllers+=",persistentvolume-binder,pvc-protection,pv-protection"
 controllers+=",csrapproving,csrcleaner,clusterrole-aggregation,ttl"
 # stop order for `down` (the node first: it stops its pods through the runtime)
 container_ids=""
-components=(metrics-server ledgerlet kube-scheduler kube-controller-manager kube-apiserver etcd containerd)
+components=(metrics-server ledgerlet kubelet kube-scheduler kube-controller-manager kube-apiserver etcd containerd
+  kubelet-containerd)
 
 usage() {
-  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 say() { echo "cluster.sh: $*" >&2; }
@@ -322,15 +332,18 @@ kcm_healthy() { [ "$(curl -sf --max-time 5 --cacert "$(pki ca.crt)" "https://127
 scheduler_healthy() { [ "$(curl -sf --max-time 5 --cacert "$(pki ca.crt)" "https://127.0.0.1:$scheduler_port/healthz")" = ok ]; }
 kubectl() { "$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" --request-timeout=5s "$@"; }
 default_sa_exists() { kubectl -n default get serviceaccount default; }
-node_pod_cidr() { kubectl get node "$node_name" -o 'jsonpath={.spec.podCIDR}'; }
-node_has_pod_cidr() { [ -n "$(node_pod_cidr)" ]; }
-node_registered() { kubectl get node "$node_name"; }
+# the node checks take the node's name (default: ledgerlet's node)
+node_pod_cidr() { kubectl get node "${1:-$node_name}" -o 'jsonpath={.spec.podCIDR}'; }
+node_has_pod_cidr() { [ -n "$(node_pod_cidr "${1:-}")" ]; }
+node_registered() { kubectl get node "${1:-$node_name}"; }
 node_ready() {
-  [ "$(kubectl get node "$node_name" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
+  [ "$(kubectl get node "${1:-$node_name}" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
 node_http_healthy() { curl -sf --max-time 5 "http://127.0.0.1:$node_port/healthz" >/dev/null; }
-containerd_up() { [ -S "$dir/containerd/containerd.sock" ] && ctr_ version; }
-ctr_() { ctr --address "$dir/containerd/containerd.sock" -n k8s.io "$@"; }
+# containerd_up [CDIR]: the containerd under CDIR (default DIR/containerd) answers
+containerd_up() { local c="${1:-$dir/containerd}"; [ -S "$c/containerd.sock" ] && ctr_at "$c" version; }
+ctr_at() { local c="$1"; shift; ctr --address "$c/containerd.sock" -n k8s.io "$@"; }
+ctr_() { ctr_at "$dir/containerd" "$@"; }
 
 # ---------------------------------------------------------------------------------------
 # ledgerlet and containerd
@@ -351,10 +364,17 @@ ledgerlet_binary() {
   echo "$b"
 }
 
-bridge_name() { echo "ll$(printf '%s' "$dir" | sha256sum | cut -c1-8)"; }
+# bridge_name CDIR: the pod bridge of the containerd under CDIR (unique per directory)
+bridge_name() {
+  local key="$dir"
+  [ "$1" = "$dir/containerd" ] || key="$1"
+  echo "ll$(printf '%s' "$key" | sha256sum | cut -c1-8)"
+}
 
+# start_containerd [COMPONENT CDIR]: a private containerd (component COMPONENT, default
+# `containerd`) with everything under CDIR (default DIR/containerd)
 start_containerd() {
-  local c="$dir/containerd" b
+  local name="${1:-containerd}" c="${2:-$dir/containerd}" b
   for b in containerd ctr runc containerd-shim-runc-v2; do
     command -v "$b" >/dev/null 2>&1 ||
       die "containerd: $b is not installed (apt-get install containerd runc containernetworking-plugins busybox-static)"
@@ -398,22 +418,21 @@ state = "$c/state"
     conf_template = "$c/cni/template.json"
     max_conf_num = 1
 EOF
-  bridge_name >"$c/bridge"
-  write_cni_template
-  start containerd containerd --config "$c/config.toml"
-  wait_for containerd "serving on $c/containerd.sock" containerd_up
+  bridge_name "$c" >"$c/bridge"
+  write_cni_template "$c"
+  start "$name" containerd --config "$c/config.toml"
+  wait_for "$name" "serving on $c/containerd.sock" containerd_up "$c"
   local img
   for img in busybox pause; do
-    ctr_ images import --snapshotter native "$c/images/$img.oci.tar" >>"$dir/logs/containerd.log" 2>&1 ||
-      fail containerd "ctr images import $c/images/$img.oci.tar failed"
+    ctr_at "$c" images import --snapshotter native "$c/images/$img.oci.tar" >>"$dir/logs/$name.log" 2>&1 ||
+      fail "$name" "ctr images import $c/images/$img.oci.tar failed"
   done
-  echo "unix://$c/containerd.sock" >"$dir/runtime-endpoint"
 }
 
 # the pod network's template: containerd renders it into cni/conf/10-containerd-net.conflist
 # when the node hands it the podCIDR (CRI UpdateRuntimeConfig, as the kubelet does)
 write_cni_template() {
-  local c="$dir/containerd"
+  local c="$1"
   cat >"$c/cni/template.json" <<EOF
 {
   "cniVersion": "0.4.0",
@@ -438,7 +457,7 @@ write_cni_template() {
 EOF
 }
 
-pod_network_written() { [ -s "$dir/containerd/cni/conf/10-containerd-net.conflist" ]; }
+pod_network_written() { [ -s "${1:-$dir/containerd}/cni/conf/10-containerd-net.conflist" ]; }
 
 # ---------------------------------------------------------------------------------------
 # up
@@ -613,6 +632,7 @@ EOF
     local runtime_args=()
     if [ "$runtime" = containerd ]; then
       start_containerd
+      echo "unix://$dir/containerd/containerd.sock" >"$dir/runtime-endpoint"
       runtime_args=(--container-runtime-endpoint "$(cat "$dir/runtime-endpoint")"
         --stop-pods-on-exit always)
     fi
@@ -634,6 +654,7 @@ EOF
     fi
     wait_for ledgerlet "Node $node_name is Ready" node_ready
   fi
+  [ -z "$kubelet_node_name" ] || start_kubelet_node
   [ "$with_metrics_server" = 0 ] || start_metrics_server
   say "up: $dir (kubectl --kubeconfig $dir/admin.kubeconfig ...; $bin/kubectl)"
 }
@@ -683,7 +704,7 @@ leftovers() {
     fi
     exe="$(basename "$(readlink "/proc/$pid/exe" 2>/dev/null)" 2>/dev/null)" || continue
     case "$exe" in
-      containerd|containerd-shim*|runc|etcd|kube-*|ledgerlet)
+      containerd|containerd-shim*|runc|etcd|kube-*|kubelet|ledgerlet)
         if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir/"; then echo "$pid"; fi ;;
     esac
   done
@@ -707,26 +728,33 @@ do_down() {
   done
   # the network namespaces of containerd's sandboxes, from their OCI specs (read before
   # anything stops: the bundles go when the tasks do)
-  local netns=""
-  if [ -d "$dir/containerd/state" ]; then
-    netns="$(find "$dir/containerd/state" -name config.json -path '*io.containerd.runtime.v2.task*' \
+  local netns="" cdirs=("$dir/containerd" "$dir/kubelet/containerd") cd
+  for cd in "${cdirs[@]}"; do
+    [ -d "$cd/state" ] || continue
+    netns+=" $(find "$cd/state" -name config.json -path '*io.containerd.runtime.v2.task*' \
       -exec grep -ho '"/var/run/netns/[^"]*"\|"/run/netns/[^"]*"' {} + 2>/dev/null | tr -d '"' | sort -u)" || true
-  fi
+  done
   # containerd's containers (runc's state directories are named by container id)
-  local runc_root="$dir/containerd/runc/k8s.io"
-  container_ids="$(ls "$runc_root" 2>/dev/null || true)"
+  for cd in "${cdirs[@]}"; do
+    container_ids+=" $(ls "$cd/runc/k8s.io" 2>/dev/null || true)"
+  done
   stop metrics-server 20
   stop ledgerlet 90
+  # the kubelet leaves its pods running when it stops: they go with runc delete below
+  stop kubelet 20
   stop kube-scheduler 20
   stop kube-controller-manager 20
   stop kube-apiserver 30
   stop etcd 20
   stop containerd 20
+  stop kubelet-containerd 20
   # containers the node did not stop (it was killed, or did not get to them): their
   # processes are not in any of the sessions above and outlive their shims
-  for c in $(ls "$runc_root" 2>/dev/null || true); do
-    say "removing container $c (runc delete --force)"
-    runc --root "$runc_root" delete --force "$c" >/dev/null 2>&1 || say "runc delete --force $c failed"
+  for cd in "${cdirs[@]}"; do
+    for c in $(ls "$cd/runc/k8s.io" 2>/dev/null || true); do
+      say "removing container $c (runc delete --force)"
+      runc --root "$cd/runc/k8s.io" delete --force "$c" >/dev/null 2>&1 || say "runc delete --force $c failed"
+    done
   done
   # anything left: the components' sessions (e.g. embedded-runtime containers) and shims
   local left
@@ -747,9 +775,12 @@ do_down() {
     umount -l "$m" 2>/dev/null || true
     rm -f "$m" 2>/dev/null || true
   done
-  if [ -f "$dir/containerd/bridge" ] && ip link show "$(cat "$dir/containerd/bridge")" >/dev/null 2>&1; then
-    ip link del "$(cat "$dir/containerd/bridge")" || say "cannot delete bridge $(cat "$dir/containerd/bridge")"
-  fi
+  for cd in "${cdirs[@]}"; do
+    if [ -f "$cd/bridge" ] && ip link show "$(cat "$cd/bridge")" >/dev/null 2>&1; then
+      ip link del "$(cat "$cd/bridge")" || say "cannot delete bridge $(cat "$cd/bridge")"
+    fi
+  done
+  remove_kubelet_cgroups
   # what is still there is a failure
   # shellcheck disable=SC2086 # a list of pids
   left="$(leftovers $sessions)"
@@ -787,6 +818,10 @@ do_status() {
         kube-scheduler) scheduler_healthy && state=healthy || state=unhealthy ;;
         metrics-server) metrics_server_available && state=serving || state="not serving" ;;
         containerd) containerd_up && state=serving || state="not serving" ;;
+        kubelet-containerd) containerd_up "$dir/kubelet/containerd" && state=serving || state="not serving" ;;
+        kubelet)
+          if node_ready "$KUBELET_NODE_NAME"; then state="node $KUBELET_NODE_NAME Ready"
+          else state="node $KUBELET_NODE_NAME not Ready"; fi ;;
         ledgerlet)
           if node_ready; then state="node $node_name Ready"; else state="node $node_name not Ready"; fi ;;
       esac
@@ -854,6 +889,8 @@ with_metrics_server=0
 apiserver_optional_args=()
 # shellcheck source=scripts/cluster-metrics-server.sh
 . "$repo/scripts/cluster-metrics-server.sh"
+# shellcheck source=scripts/cluster-kubelet.sh
+. "$repo/scripts/cluster-kubelet.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime="${2:?--runtime needs embedded or containerd}"; shift 2 ;;
@@ -868,6 +905,14 @@ while [ $# -gt 0 ]; do
     --node-name=*) node_name="${1#--node-name=}"; shift ;;
     --node-arg) node_args+=("${2:?--node-arg needs a flag}"); shift 2 ;;
     --node-arg=*) node_args+=("${1#--node-arg=}"); shift ;;
+    --kubelet-node)
+      kubelet_node_name="${2:?--kubelet-node needs a node name}"; shift 2
+      case "$kubelet_node_name" in
+        *[!a-z0-9.-]*|[.-]*|*[.-]) die "--kubelet-node needs a node name (lowercase DNS subdomain)" ;;
+      esac ;;
+    --kubelet-api-port)
+      [[ "${2:-}" =~ ^[1-9][0-9]{0,4}$ ]] && [ "$2" -le 65535 ] || die "--kubelet-api-port wants a port number"
+      kubelet_api_port_wanted="$2"; shift 2 ;;
     --with-metrics-server)
       with_metrics_server=1
       apiserver_optional_args+=("${metrics_server_apiserver_args[@]}"); shift ;;

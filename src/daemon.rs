@@ -558,6 +558,10 @@ impl Daemon {
         .on_node(&opts.node_name)
         .with_refresh_period(Duration::from_millis(opts.core.resync_interval_ms));
         executor = executor.with_projector(projector.clone());
+        executor = executor.with_mount_wait(crate::shell::executor::MountWait {
+            retry_initial: Duration::from_millis(opts.core.volume_mount_retry_initial_ms),
+            timeout: Duration::from_millis(opts.core.volume_mount_timeout_ms),
+        });
         tokio::spawn(projector.run());
         let empty_dirs = crate::shell::empty_dir_usage::EmptyDirUsage::default();
         executor = executor.with_empty_dir_usage(empty_dirs.clone());

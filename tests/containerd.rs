@@ -146,15 +146,18 @@ spec:
         .unwrap()
         .waiting
         .unwrap();
-    assert_eq!(
-        waiting.message.as_deref(),
-        Some(format!("Back-off pulling image {absent:?}").as_str())
+    let message = waiting.message.as_deref().unwrap_or("");
+    assert!(
+        message.starts_with(&format!(
+            "Back-off pulling image {absent:?}: ErrImagePull: "
+        )) && message.contains("failed to pull and unpack image"),
+        "the back-off message carries containerd's own pull error: {message}"
     );
     let failures = pull_failures(&agent, p.metadata.uid.as_deref().unwrap(), "main");
     let first = failures.first().expect("a failed pull");
     assert_eq!(first.0, "ErrImagePull", "{failures:?}");
     assert!(
-        first.1.contains(absent) && first.1.contains("Failed to pull image"),
+        first.1.contains(absent) && first.1.contains("failed to pull and unpack image"),
         "containerd's pull error is reported: {failures:?}"
     );
     assert!(failures.iter().any(|f| f.0 == "ImagePullBackOff"));
@@ -688,4 +691,52 @@ spec:
         started.unix_nanos() % 1_000_000_000 != 0 || finished.unix_nanos() % 1_000_000_000 != 0,
         "nanosecond times: {started:?} {finished:?}"
     );
+}
+
+#[test]
+fn pl_13_a_containers_exit_comes_from_containerds_task_events_and_probe_execs_do_not_count() {
+    let Some(rt) = Runtime::containerd("task exit events") else {
+        return;
+    };
+    let agent = rt.start_agent("ctd-exits", &[]);
+    agent.write_manifest(
+        "exits.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: exits
+spec:
+  hostNetwork: true
+  restartPolicy: Never
+  containers:
+    - name: main
+      image: {}
+      command: ["sh", "-c", "sleep 4; exit 3"]
+      readinessProbe:
+        exec:
+          command: ["true"]
+        periodSeconds: 1
+"#,
+            rt.image()
+        ),
+    );
+    let exit_code = agent.wait_for("the container terminated", 60, |a| {
+        let p = a.pod("exits")?;
+        let c = container(&p, "main")?;
+        c.state.as_ref()?.terminated.as_ref().map(|t| t.exit_code)
+    });
+    assert_eq!(exit_code, 3);
+    let (code, metrics) = agent.get("/metrics");
+    assert_eq!(code, 200);
+    let exits: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ledgerlet_pleg_task_exit_events_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the task exit counter");
+    // the container's own exit, and once the pod is terminal its sandbox's (stopped by the
+    // node); the readiness probe's execs, one a second for four seconds, exited too but are
+    // not the container's
+    assert!((1.0..=2.0).contains(&exits), "{exits}: {metrics}");
+    assert!(agent.log().contains("containerd's task-exit events"));
 }

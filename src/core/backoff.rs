@@ -131,6 +131,11 @@ impl Backoff {
     }
 
     /// `Get`: the current delay of `key` in milliseconds (0 if none).
+    /// Whether an entry is kept for `key`.
+    pub fn contains(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+
     pub fn get_ms(&self, key: &str) -> u64 {
         self.entries.get(key).map_or(0, |e| e.backoff_ms)
     }

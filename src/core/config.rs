@@ -65,6 +65,13 @@ pub struct CoreConfig {
     /// Maximum ImagePullBackOff delay (`MaxContainerBackOff`, 300 s); an entry idle for twice
     /// this long starts over.
     pub image_pull_backoff_max_ms: u64,
+    /// A volume that failed to set up is tried again after this, then after twice as long
+    /// each time (the volume manager's `initialDurationBeforeRetry`, 500 ms), while the sync
+    /// waits for the pod's volumes.
+    pub volume_mount_retry_initial_ms: u64,
+    /// How long a sync waits for the pod's volumes before it fails (the kubelet's
+    /// `podAttachAndMountTimeout`, 2 min 3 s); the pod worker then backs off.
+    pub volume_mount_timeout_ms: u64,
     /// The status manager's full pass over every pod (`needsUpdate`, `needsReconcile`;
     /// kubelet `syncPeriod`, 10 s).
     pub status_sync_period_ms: u64,
@@ -145,6 +152,8 @@ impl Default for CoreConfig {
             crash_loop_backoff_reset_ms: 600_000,
             image_pull_backoff_initial_ms: 10_000,
             image_pull_backoff_max_ms: 300_000,
+            volume_mount_retry_initial_ms: 500,
+            volume_mount_timeout_ms: 123_000,
             status_sync_period_ms: 10_000,
             status_sync_max_in_flight: 16,
             shutdown_grace_period_s: 0,
@@ -191,6 +200,10 @@ impl CoreConfig {
         positive("housekeeping_period_ms", self.housekeeping_period_ms)?;
         positive("max_pods", u64::from(self.max_pods))?;
         positive("status_sync_period_ms", self.status_sync_period_ms)?;
+        positive(
+            "volume_mount_retry_initial_ms",
+            self.volume_mount_retry_initial_ms,
+        )?;
         positive(
             "status_sync_max_in_flight",
             u64::from(self.status_sync_max_in_flight),
@@ -304,6 +317,14 @@ mod tests {
         assert_eq!(
             c.image_pull_backoff_max_ms, 300_000,
             "image backoff: MaxContainerBackOff 300s"
+        );
+        assert_eq!(
+            c.volume_mount_retry_initial_ms, 500,
+            "volume manager initialDurationBeforeRetry 500ms"
+        );
+        assert_eq!(
+            c.volume_mount_timeout_ms, 123_000,
+            "podAttachAndMountTimeout 2m3s"
         );
         assert!(c.validate().is_ok());
     }

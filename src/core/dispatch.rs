@@ -452,6 +452,8 @@ impl Node {
         self.backoff.gc(&cfg, now);
         let cfg = self.image_pull_backoff_config();
         self.image_pull_backoff.gc(&cfg, now);
+        let kept = &self.image_pull_backoff;
+        self.image_pull_errors.retain(|key, _| kept.contains(key));
         // probeManager.CleanupPods (upstream runs it before the orphan cleanups; nothing
         // in between reads probe state)
         self.probes_cleanup(out);

@@ -533,7 +533,11 @@ impl Node {
                 let image_pull_backoff = node
                     .image_pull_backoff
                     .is_in_backoff_since_update(&image_cfg, &key, now)
-                    .then(|| format!("Back-off pulling image {image:?}"));
+                    .then(|| match node.image_pull_errors.get(&key) {
+                        // the pull's own error, as the kubelet wraps it (1.33+)
+                        Some(e) => format!("Back-off pulling image {image:?}: {e}"),
+                        None => format!("Back-off pulling image {image:?}"),
+                    });
                 let post_start = c.lifecycle.as_ref().is_some_and(|l| l.post_start.is_some());
                 let post_start_failure_kill = post_start.then(|| {
                     let base = plan::kill_grace_base_s(p, Some(c), &KillReason::Other, None);
@@ -665,6 +669,8 @@ impl Node {
                     let cfg = self.image_pull_backoff_config();
                     let key = image_pull_backoff_key(&a.uid, image);
                     self.image_pull_backoff.next(&cfg, &key, now, now);
+                    self.image_pull_errors
+                        .insert(key, format!("{ERR_IMAGE_PULL}: {message}"));
                 }
                 self.reasons.set(
                     &a.uid,
@@ -675,9 +681,14 @@ impl Node {
                     },
                 );
                 if failed_pull {
-                    out.push(event(&p, EventType::Warning, "Failed", message.clone()));
+                    let text = format!("Failed to pull image {image:?}: {message}");
+                    out.push(event(&p, EventType::Warning, "Failed", text));
                 } else {
-                    out.push(event(&p, EventType::Normal, "BackOff", message.clone()));
+                    // the event does not carry the pull's error the status message wraps
+                    let plain = message
+                        .find("\": ")
+                        .map_or(message.as_str(), |i| &message[..=i]);
+                    out.push(event(&p, EventType::Normal, "BackOff", plain.to_string()));
                 }
                 out.push(event(
                     &p,

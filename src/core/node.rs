@@ -44,6 +44,11 @@ pub struct Node {
     /// ImagePullBackOff state per `<pod uid>_<image>` (the kubelet's image puller backoff).
     #[serde(default)]
     pub image_pull_backoff: super::backoff::Backoff,
+    /// The last failed pull's error per image pull backoff key (`prevPullErrMsg`:
+    /// `ErrImagePull: <message>`), appended to the back-off message while it lasts; forgotten
+    /// with the backoff entry.
+    #[serde(default)]
+    pub image_pull_errors: std::collections::BTreeMap<String, String>,
     /// The last start failure per pod and container (`reasonCache`).
     pub reasons: super::reason_cache::ReasonCache,
     /// Pod API statuses (the status manager's local state).

@@ -92,6 +92,18 @@ pub enum CriError {
 }
 
 impl CriError {
+    /// What the runtime said, as the kubelet shows it in a container's waiting message
+    /// (the gRPC status message alone); the whole error for a failure that is not the
+    /// runtime's answer.
+    pub fn runtime_message(&self) -> String {
+        match self {
+            CriError::Rpc { message, .. } => message.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl CriError {
     /// The gRPC code of an [`CriError::Rpc`]; `Unavailable` for connection
     /// failures; `InvalidArgument` for a bad endpoint.
     pub fn code(&self) -> Code {
@@ -210,6 +222,8 @@ pub struct CriClient {
     endpoint: String,
     runtime: RuntimeServiceClient<Channel>,
     image: ImageServiceClient<Channel>,
+    /// containerd's event service on the same socket (other runtimes answer Unimplemented).
+    events: super::containerd_events::events_client::EventsClient<Channel>,
     options: CriClientOptions,
 }
 
@@ -258,7 +272,9 @@ impl CriClient {
         Ok(Self {
             runtime: RuntimeServiceClient::new(channel.clone())
                 .max_decoding_message_size(MAX_MESSAGE_SIZE),
-            image: ImageServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE_SIZE),
+            image: ImageServiceClient::new(channel.clone())
+                .max_decoding_message_size(MAX_MESSAGE_SIZE),
+            events: super::containerd_events::events_client::EventsClient::new(channel),
             endpoint: shown,
             options,
         })
@@ -596,6 +612,25 @@ impl CriClient {
         });
         res.map(tonic::Response::into_inner)
             .map_err(|s| self.rpc_error("GetContainerEvents", s))
+    }
+
+    /// containerd's `Subscribe` to the exits of tasks' own processes in the CRI plugin's
+    /// namespace (`k8s.io`): what the PLEG listens to when the runtime has no
+    /// `GetContainerEvents`. A runtime that is not containerd answers `Unimplemented`. The
+    /// call returns when the first event comes: run it on a task of its own.
+    pub async fn subscribe_task_exits(
+        &self,
+    ) -> Result<tonic::Streaming<super::containerd_events::Envelope>, CriError> {
+        // no deadline: containerd sends the response headers with the first event, which
+        // may be a long time coming
+        let mut c = self.events.clone();
+        let req = super::containerd_events::SubscribeRequest {
+            filters: vec![r#"namespace=="k8s.io",topic=="/tasks/exit""#.to_string()],
+        };
+        c.subscribe(tonic::Request::new(req))
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| self.rpc_error("Subscribe", s))
     }
 
     /// `ReopenContainerLog` (helper E, log rotation): asks the runtime to write the

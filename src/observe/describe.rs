@@ -34,6 +34,10 @@ pub const COMMANDS_TOTAL: &str = "ledgerlet_commands_total";
 /// non-histogram ending in `_count`).
 pub const EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL: &str =
     "ledgerlet_evented_pleg_connection_successes_total";
+/// Exits of this node's containers' own processes containerd reported to the PLEG (its
+/// task-exit events, on a containerd without CRI container events): each inspects its pod at
+/// once.
+pub const PLEG_TASK_EXIT_EVENTS_TOTAL: &str = "ledgerlet_pleg_task_exit_events_total";
 /// The kubelet's `kubelet_evented_pleg_connection_error_count`, renamed for the same reason.
 pub const EVENTED_PLEG_CONNECTION_ERRORS_TOTAL: &str =
     "ledgerlet_evented_pleg_connection_errors_total";
@@ -82,6 +86,10 @@ pub fn describe_all() {
     describe_counter!(
         EVENTED_PLEG_CONNECTION_ERRORS_TOTAL,
         "The number of errors encountered during the establishment of streaming connection with the CRI runtime (kubelet_evented_pleg_connection_error_count)."
+    );
+    describe_counter!(
+        PLEG_TASK_EXIT_EVENTS_TOTAL,
+        "Exits of this node's containers' own processes containerd reported to the PLEG (task-exit events on a containerd without CRI container events); each inspects its pod at once."
     );
     describe_counter!(
         EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL,
@@ -282,6 +290,7 @@ pub fn describe_all() {
         PLEG_DISCARDED_EVENTS_TOTAL,
         EVENTED_PLEG_CONNECTION_ERRORS_TOTAL,
         EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL,
+        PLEG_TASK_EXIT_EVENTS_TOTAL,
         STARTED_PODS_TOTAL,
         STARTED_PODS_ERRORS_TOTAL,
     ] {

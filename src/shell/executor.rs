@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
@@ -78,6 +78,30 @@ pub struct Executor {
     pod_cgroups: bool,
     /// The `emptyDir`s with a `sizeLimit` the eviction monitor measures.
     empty_dirs: super::empty_dir_usage::EmptyDirUsage,
+    /// How a sync waits for volumes that fail to set up.
+    mount_wait: MountWait,
+}
+
+/// How a sync waits for the pod's volumes (kubelet `WaitForAttachAndMount`, while the volume
+/// manager retries a failed mount with exponential back-off): a failed attempt is the
+/// FailedMount warning, the next comes after `retry_initial`, doubling, until `timeout` has
+/// passed or the sync is cancelled; then the sync fails. A pod created with its node already
+/// set usually meets this: the node authorizer learns of it a moment after the node does, so
+/// its first TokenRequest or Secret read is refused.
+#[derive(Clone, Copy, Debug)]
+pub struct MountWait {
+    pub retry_initial: Duration,
+    pub timeout: Duration,
+}
+
+impl Default for MountWait {
+    fn default() -> Self {
+        let c = crate::core::config::CoreConfig::default();
+        MountWait {
+            retry_initial: Duration::from_millis(c.volume_mount_retry_initial_ms),
+            timeout: Duration::from_millis(c.volume_mount_timeout_ms),
+        }
+    }
 }
 
 struct Step<'a> {
@@ -155,6 +179,7 @@ impl Executor {
             pull_secrets: Default::default(),
             pod_cgroups: true,
             empty_dirs: Default::default(),
+            mount_wait: MountWait::default(),
         }
     }
 
@@ -200,6 +225,12 @@ impl Executor {
     /// them (the embedded runtime runs plain host processes).
     pub fn set_pod_cgroups(&mut self, enabled: bool) {
         self.pod_cgroups = enabled;
+    }
+
+    /// How syncs wait for volumes that fail to set up.
+    pub fn with_mount_wait(mut self, wait: MountWait) -> Self {
+        self.mount_wait = wait;
+        self
     }
 
     /// The CRI client.
@@ -288,14 +319,19 @@ impl Executor {
     /// `SyncPod`: runs the plan. Like the kubelet (which runs the runtime sync under
     /// `context.WithoutCancel`), a cancellation does not interrupt container starts.
     pub async fn sync_pod(self, cmd: SyncPodCommand, cause: u64) {
-        let (_token, step) = self.register(&cmd.uid, cmd.sync_id, cause);
+        let (token, step) = self.register(&cmd.uid, cmd.sync_id, cause);
         self.empty_dirs.watch(&self.ctx.pods_dir, &cmd.pod);
-        let outcome = self.run_plan(&step, &cmd).await;
+        let outcome = self.run_plan(&step, &cmd, token).await;
         self.finish(&cmd.uid, cmd.sync_id, WorkType::Sync, outcome, cause)
             .await;
     }
 
-    async fn run_plan(&self, step: &Step<'_>, cmd: &SyncPodCommand) -> SyncOutcome {
+    async fn run_plan(
+        &self,
+        step: &Step<'_>,
+        cmd: &SyncPodCommand,
+        token: CancelToken,
+    ) -> SyncOutcome {
         let plan = &cmd.plan;
         let p = &cmd.pod;
         let mut errors: Vec<String> = Vec::new();
@@ -332,20 +368,11 @@ impl Executor {
             self.projector.update_pod(p).await;
             Default::default()
         } else {
-            let prepared = match self.projector.prepare(p).await {
-                Ok(_) => super::volumes::prepare(&self.ctx.pods_dir, p),
-                Err(e) => Err(e),
-            };
-            match prepared {
+            match self.wait_for_volumes(step, p, token).await {
                 Ok(paths) => paths,
-                Err(e) => {
-                    let action = RuntimeAction::PodConfigWarning {
-                        reason: "FailedMount".into(),
-                        message: e.event_message(),
-                    };
-                    step.report(action, ok(None, None), Instant::now()).await;
-                    return SyncOutcome::Failed { message: e.detail };
-                }
+                Err(Some(message)) => return SyncOutcome::Failed { message },
+                // the pod is being terminated: the termination goes on at once
+                Err(None) => return SyncOutcome::Canceled,
             }
         };
         // 3. the sandbox
@@ -896,10 +923,9 @@ impl Executor {
                         "Successfully pulled image {image:?} in {:?} (image ref {r})",
                         started.elapsed()
                     )),
-                    Err(e) => Err((
-                        "ErrImagePull",
-                        format!("Failed to pull image {image:?}: {e}"),
-                    )),
+                    // the runtime's own words, as the kubelet's waiting message; the core
+                    // words the event (`Failed to pull image "…": …`)
+                    Err(e) => Err(("ErrImagePull", e)),
                 }
             }
         }
@@ -918,13 +944,13 @@ impl Executor {
                 .cri
                 .pull_image(spec, None, None)
                 .await
-                .map_err(|e| e.to_string());
+                .map_err(|e| e.runtime_message());
         }
         let mut errors = Vec::new();
         for auth in auths {
             match self.cri.pull_image(spec.clone(), Some(auth), None).await {
                 Ok(r) => return Ok(r),
-                Err(e) => errors.push(e.to_string()),
+                Err(e) => errors.push(e.runtime_message()),
             }
         }
         Err(if errors.len() == 1 {
@@ -1120,6 +1146,42 @@ impl Executor {
         SyncOutcome::Ok
     }
 
+    /// Sets up the pod's volumes, trying again after a failure as [`MountWait`] says; each
+    /// failed attempt is a FailedMount warning. The error of the last attempt when the wait
+    /// ends without them, `None` when the sync was cancelled.
+    async fn wait_for_volumes(
+        &self,
+        step: &Step<'_>,
+        p: &Pod,
+        mut token: CancelToken,
+    ) -> Result<super::volumes::VolumePaths, Option<String>> {
+        let deadline = Instant::now() + self.mount_wait.timeout;
+        let mut delay = self.mount_wait.retry_initial;
+        loop {
+            let prepared = match self.projector.prepare(p).await {
+                Ok(_) => super::volumes::prepare(&self.ctx.pods_dir, p),
+                Err(e) => Err(e),
+            };
+            let e = match prepared {
+                Ok(paths) => return Ok(paths),
+                Err(e) => e,
+            };
+            let action = RuntimeAction::PodConfigWarning {
+                reason: "FailedMount".into(),
+                message: e.event_message(),
+            };
+            step.report(action, ok(None, None), Instant::now()).await;
+            if Instant::now() + delay > deadline {
+                return Err(Some(e.detail));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = token.cancelled() => return Err(None),
+            }
+            delay = delay.saturating_mul(2);
+        }
+    }
+
     /// `SyncTerminatingPod`: stop everything within the grace period. A cancellation (the
     /// grace period was shortened) returns `Canceled` at once so the shorter kill can run.
     pub async fn sync_terminating_pod(self, cmd: SyncTerminatingPodCommand, cause: u64) {
@@ -1166,37 +1228,14 @@ impl Executor {
     }
 
     /// `SyncTerminatedPod`: for a deleted or evicted pod, remove its containers and
-    /// sandboxes (logs stay on disk).
+    /// sandboxes (logs stay on disk; ledgerlet has no container GC, RT-44), then its cgroup
+    /// and volumes. The removals are actions of this sync, reported before it finishes.
     pub async fn sync_terminated_pod(self, cmd: SyncTerminatedPodCommand, cause: u64) {
         let (_token, step) = self.register(&cmd.uid, cmd.sync_id, cause);
         let mut outcome = SyncOutcome::Ok;
         if cmd.remove_runtime {
-            match runtime_view::pod_status(&self.cri, &cmd.uid).await {
-                Ok(status) => {
-                    for c in &status.containers {
-                        self.remove_container(&step, &c.id).await;
-                    }
-                    for s in &status.sandboxes {
-                        let started = Instant::now();
-                        let o = match self.cri.remove_pod_sandbox(&s.id).await {
-                            Err(e) if !e.is_not_found() => {
-                                failed("RemovePodSandboxError", e.to_string())
-                            }
-                            _ => ok(None, None),
-                        };
-                        step.report(
-                            RuntimeAction::RemoveSandbox { id: s.id.clone() },
-                            o,
-                            started,
-                        )
-                        .await;
-                    }
-                }
-                Err(e) => {
-                    outcome = SyncOutcome::Failed {
-                        message: format!("error reading the pod before removing it: {e}"),
-                    }
-                }
+            if let Err(message) = self.remove_runtime_pod(&step, &cmd.uid).await {
+                outcome = SyncOutcome::Failed { message };
             }
         }
         // and removes its cgroup (a failure is logged: the pod is terminated all the same)
@@ -1218,6 +1257,35 @@ impl Executor {
         }
         self.finish(&cmd.uid, cmd.sync_id, WorkType::Terminated, outcome, cause)
             .await;
+    }
+
+    /// Removes every container of a terminated pod at once, then its sandboxes, each a
+    /// reported action.
+    async fn remove_runtime_pod(&self, step: &Step<'_>, uid: &Uid) -> Result<(), String> {
+        let status = runtime_view::pod_status(&self.cri, uid)
+            .await
+            .map_err(|e| format!("error reading the pod before removing it: {e}"))?;
+        futures::future::join_all(
+            status
+                .containers
+                .iter()
+                .map(|c| self.remove_container(step, &c.id)),
+        )
+        .await;
+        for s in &status.sandboxes {
+            let started = Instant::now();
+            let o = match self.cri.remove_pod_sandbox(&s.id).await {
+                Err(e) if !e.is_not_found() => failed("RemovePodSandboxError", e.to_string()),
+                _ => ok(None, None),
+            };
+            step.report(
+                RuntimeAction::RemoveSandbox { id: s.id.clone() },
+                o,
+                started,
+            )
+            .await;
+        }
+        Ok(())
     }
 
     /// Tears the pod's volumes down (its projected volumes are no longer refreshed).

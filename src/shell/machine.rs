@@ -155,11 +155,7 @@ pub fn build_node(config: &MachineConfig, facts: &HostFacts) -> Node {
         type_: "Hostname".into(),
         address: config.hostname.clone(),
     });
-    let runtime_version = if config.runtime_version.is_empty() {
-        "Unknown"
-    } else {
-        &config.runtime_version
-    };
+    let runtime_version = generic_version(&config.runtime_version).unwrap_or("Unknown");
     Node {
         metadata: ObjectMeta {
             name: Some(config.node_name.clone()),
@@ -332,6 +328,25 @@ fn fs_capacity(dir: &Path) -> Option<u64> {
 }
 
 pub mod allocatable;
+
+/// The version the kubelet reports for a runtime: the leading dot-separated numbers of CRI's
+/// `runtime_version` (its `ParseGeneric`, so Debian's `1.6.20~ds1` is `1.6.20`); `None` when
+/// it does not start with a number (the kubelet then says `Unknown`).
+fn generic_version(raw: &str) -> Option<&str> {
+    let mut end = 0;
+    let mut expect_digit = true;
+    for (i, c) in raw.char_indices() {
+        match c {
+            '0'..='9' => {
+                expect_digit = false;
+                end = i + 1;
+            }
+            '.' if !expect_digit => expect_digit = true,
+            _ => break,
+        }
+    }
+    (end > 0).then(|| &raw[..end])
+}
 
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod containerd;
 pub mod core_harness;
+pub mod differential;
 pub mod fault_proxy;
 pub mod node_shutdown;
 pub mod on_containerd;

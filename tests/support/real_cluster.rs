@@ -82,6 +82,29 @@ impl RealCluster {
         RealCluster::containerd_cluster(node, &["--node-on-host"], &[])
     }
 
+    /// A containerd cluster with two nodes side by side: the agent of this test build as
+    /// `node` on the host's address, and the real kubelet of the pinned release as
+    /// `kubelet_node` on a containerd of its own (`cluster.sh up DIR --runtime containerd
+    /// --kubelet-node NAME`); torn down at process exit like [`RealCluster::shared`].
+    pub fn shared_side_by_side(node: &str, kubelet_node: &str) -> Option<&'static RealCluster> {
+        static SIDE_BY_SIDE: OnceLock<Option<RealCluster>> = OnceLock::new();
+        SIDE_BY_SIDE
+            .get_or_init(|| {
+                RealCluster::start_with(
+                    "-side-by-side",
+                    &[
+                        "--runtime",
+                        "containerd",
+                        "--node-name",
+                        node,
+                        "--kubelet-node",
+                        kubelet_node,
+                    ],
+                )
+            })
+            .as_ref()
+    }
+
     /// The test binary's one containerd cluster (`cluster.sh up DIR --runtime containerd
     /// --node-name NODE CLUSTER_FLAGS… --node-arg=FLAG…`), started by the first caller, whose
     /// flags win.

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus as ApiContainerStatus, Pod,
+    ContainerStateWaiting, ContainerStatus as ApiContainerStatus, Pod, ResourceRequirements,
+    VolumeMount, VolumeMountStatus,
 };
 
 use super::api_time::to_api;
@@ -43,6 +44,58 @@ pub struct SpecContainer<'a> {
     pub image: &'a str,
     /// An init container with `restartPolicy: Always`.
     pub sidecar: bool,
+    /// Its volume mounts, as the spec lists them.
+    pub volume_mounts: &'a [VolumeMount],
+    /// Its resources (the allocated ones: ledgerlet does not resize pods in place).
+    pub resources: Option<&'a ResourceRequirements>,
+}
+
+/// The kubelet's `recursiveReadOnly` of a read-only mount's status: `Enabled` when the spec
+/// asks for it outright (the runtime then made it so, or the container did not start),
+/// `Disabled` otherwise (ledgerlet does not ask the runtime whether `IfPossible` can be).
+const RRO_ENABLED: &str = "Enabled";
+const RRO_DISABLED: &str = "Disabled";
+
+/// The volume mounts of a container's status (kubelet, RecursiveReadOnlyMounts on): one per
+/// mount of the spec, `readOnly` shown only when true, with its recursive mode.
+fn volume_mount_statuses(c: &SpecContainer) -> Option<Vec<VolumeMountStatus>> {
+    if c.volume_mounts.is_empty() {
+        return None;
+    }
+    let status = |m: &VolumeMount| {
+        let read_only = m.read_only == Some(true);
+        VolumeMountStatus {
+            name: m.name.clone(),
+            mount_path: m.mount_path.clone(),
+            volume_status: None,
+            read_only: read_only.then_some(true),
+            recursive_read_only: read_only.then(|| {
+                if m.recursive_read_only.as_deref() == Some(RRO_ENABLED) {
+                    RRO_ENABLED.to_string()
+                } else {
+                    RRO_DISABLED.to_string()
+                }
+            }),
+        }
+    };
+    Some(c.volume_mounts.iter().map(status).collect())
+}
+
+/// `resources` and `allocatedResources` of a status made from a runtime instance (kubelet,
+/// InPlacePodVerticalScaling on): the spec's resources (`{}` when it has none) and its
+/// requests. The runtime's own figures are not read: ledgerlet never resizes a running
+/// container, so they are the spec's.
+fn status_resources(
+    c: &SpecContainer,
+) -> (
+    Option<ResourceRequirements>,
+    Option<
+        std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >,
+) {
+    let resources = c.resources.cloned().unwrap_or_default();
+    let allocated = resources.requests.clone().filter(|r| !r.is_empty());
+    (Some(resources), allocated)
 }
 
 /// Which of the pod's container lists is being converted.
@@ -120,6 +173,8 @@ pub fn convert_container_status(
 ) -> ApiContainerStatus {
     let cid = container_id(runtime_name, &cs.id);
     let mut restart_count = cs.restart_count;
+    // not from the runtime, which does not know the volumes' names: the old status's
+    let volume_mounts = old.and_then(|o| o.volume_mounts.clone());
     let state = match cs.state {
         ContainerState::Running => ApiState {
             running: Some(ContainerStateRunning {
@@ -159,6 +214,7 @@ pub fn convert_container_status(
         container_id: Some(cid),
         state: Some(state),
         last_state: Some(ApiState::default()),
+        volume_mounts,
         ..ApiContainerStatus::default()
     }
 }
@@ -201,6 +257,7 @@ fn default_status(c: &SpecContainer, default_state: &ApiState) -> ApiContainerSt
         image: c.image.to_string(),
         state: Some(default_state.clone()),
         last_state: Some(ApiState::default()),
+        volume_mounts: volume_mount_statuses(c),
         ..ApiContainerStatus::default()
     }
 }
@@ -329,6 +386,7 @@ pub fn convert_to_api_container_statuses(
             if converted.image.is_empty() {
                 converted.image = specs[i].image.to_string();
             }
+            (converted.resources, converted.allocated_resources) = status_resources(&specs[i]);
             statuses[i] = converted;
         } else {
             statuses[i].last_state = converted.state;

@@ -37,6 +37,8 @@ fn spec_lists(pod: &Pod) -> [(Vec<SpecContainer<'_>>, ContainerList); 3] {
             name: &c.name,
             image: c.image.as_deref().unwrap_or(""),
             sidecar: false,
+            volume_mounts: c.volume_mounts.as_deref().unwrap_or(&[]),
+            resources: c.resources.as_ref(),
         })
         .collect();
     let init = spec::init_containers(pod)
@@ -45,6 +47,8 @@ fn spec_lists(pod: &Pod) -> [(Vec<SpecContainer<'_>>, ContainerList); 3] {
             name: &c.name,
             image: c.image.as_deref().unwrap_or(""),
             sidecar: spec::is_sidecar(c),
+            volume_mounts: c.volume_mounts.as_deref().unwrap_or(&[]),
+            resources: c.resources.as_ref(),
         })
         .collect();
     let ephemeral = pod
@@ -57,6 +61,8 @@ fn spec_lists(pod: &Pod) -> [(Vec<SpecContainer<'_>>, ContainerList); 3] {
             name: &c.name,
             image: c.image.as_deref().unwrap_or(""),
             sidecar: false,
+            volume_mounts: c.volume_mounts.as_deref().unwrap_or(&[]),
+            resources: c.resources.as_ref(),
         })
         .collect();
     [
@@ -153,10 +159,19 @@ fn build_conditions(
     out.push(containers_ready);
     out.push(conditions::scheduled_condition());
     let now = to_api(inputs.now);
+    // PodObservedGenerationTracking (on in the pinned release): the generation the kubelet
+    // generated each condition from
+    let generation = observed_generation(pod);
     for c in &mut out[first_generated..] {
         c.last_transition_time = Some(now.clone());
+        c.observed_generation = generation;
     }
     out
+}
+
+/// The pod's `metadata.generation` when it has one (not 0).
+fn observed_generation(pod: &Pod) -> Option<i64> {
+    pod.metadata.generation.filter(|g| *g != 0)
 }
 
 /// SM-01/02: an existing start time (status manager's, else the API's) is kept, else `now`;
@@ -234,6 +249,10 @@ pub(super) fn generate(inputs: &StatusInputs) -> PodStatus {
         container_statuses: none_if_empty(regular),
         init_container_statuses: none_if_empty(init),
         ephemeral_container_statuses: none_if_empty(ephemeral),
+        // SetPodStatus: the pod's generation, never lower than the old status's
+        observed_generation: observed_generation(pod)
+            .max(old.observed_generation)
+            .filter(|g| *g != 0),
         ..PodStatus::default()
     }
 }

@@ -101,6 +101,26 @@ fn diff_keyed_list(old: &[Value], new: &[Value], key: &str) -> Option<(Vec<Value
 fn status_value(s: &PodStatus) -> Map<String, Value> {
     let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
     strip_empty(&mut v);
+    // an empty `resources` of a container status is kept: the kubelet sends it (`{}` for a
+    // container without requests or limits) and the API server stores it
+    let lists = [
+        ("containerStatuses", &s.container_statuses),
+        ("initContainerStatuses", &s.init_container_statuses),
+        (
+            "ephemeralContainerStatuses",
+            &s.ephemeral_container_statuses,
+        ),
+    ];
+    for (field, typed) in lists {
+        let (Some(typed), Some(Value::Array(items))) = (typed, v.get_mut(field)) else {
+            continue;
+        };
+        for (t, item) in typed.iter().zip(items.iter_mut()) {
+            if let (Some(_), Value::Object(m)) = (&t.resources, item) {
+                m.entry("resources").or_insert_with(|| json!({}));
+            }
+        }
+    }
     match v {
         Value::Object(m) => m,
         _ => Map::new(),
@@ -185,4 +205,38 @@ fn apply(target: &mut Value, patch: &Value, keyed: bool) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ContainerStatus, ResourceRequirements};
+
+    fn with_app(resources: Option<ResourceRequirements>) -> PodStatus {
+        PodStatus {
+            container_statuses: Some(vec![ContainerStatus {
+                name: "app".into(),
+                resources,
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        }
+    }
+
+    #[test]
+    fn gs_20_an_empty_resources_of_a_container_status_is_sent_and_then_unchanged() {
+        let mut pod = Pod {
+            status: Some(with_app(None)),
+            ..Pod::default()
+        };
+        let merged = with_app(Some(ResourceRequirements::default()));
+        let patch = status_patch(&pod, &merged).expect("a patch");
+        assert_eq!(
+            patch["status"]["containerStatuses"][0]["resources"],
+            json!({})
+        );
+        // the API server stores `{}`: nothing more to send
+        pod.status = Some(apply_status_patch(&with_app(None), &patch).unwrap());
+        assert_eq!(status_patch(&pod, &merged), None);
+    }
 }

@@ -117,3 +117,13 @@ fn the_hostname_is_lowercase() {
     let h = system_hostname();
     assert_eq!(h, h.to_lowercase());
 }
+
+#[test]
+fn the_runtime_version_is_reported_as_the_kubelet_parses_it() {
+    assert_eq!(generic_version("1.6.20~ds1"), Some("1.6.20"));
+    assert_eq!(generic_version("1.7.22"), Some("1.7.22"));
+    assert_eq!(generic_version("2.0.0-rc.1"), Some("2.0.0"));
+    assert_eq!(generic_version("1..2"), Some("1"));
+    assert_eq!(generic_version("v1.2"), None);
+    assert_eq!(generic_version(""), None);
+}

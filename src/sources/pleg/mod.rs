@@ -6,8 +6,10 @@
 //! evented mode (kubelet Evented PLEG: the runtime's `GetContainerEvents` stream triggers an
 //! inspection of the pod at once, and the relist slows to `evented_relist_period_ms` as a
 //! fallback; if the stream is unsupported or breaks, generic relisting resumes and the
-//! stream is retried). Also owns PLEG health (PL-10). Must not decide what a change means:
-//! the core folds the records.
+//! stream is retried). On a containerd without that stream (1.6), containerd's own task-exit
+//! events inspect the pod of an exited container at once while relisting stays generic
+//! (PL-13). Also owns PLEG health (PL-10). Must not decide what a change means: the core
+//! folds the records.
 //!
 //! A deliberate difference from the kubelet (PL-06): events are never dropped when the
 //! engine is behind; the PLEG waits on the bounded inbox instead, so relisting slows down.
@@ -24,7 +26,7 @@ use tokio::sync::watch;
 use crate::core::backoff::go_duration;
 use crate::core::record::event::{PlegEvent, RuntimeStatusObserved};
 use crate::core::record::{Event, Time};
-use crate::core::runtime_status::{RuntimePodStatus, SandboxState};
+use crate::core::runtime_status::{ContainerState, RuntimePodStatus, SandboxState};
 use crate::core::Uid;
 use crate::cri::CriClient;
 use crate::shell::cri_config::POD_UID_LABEL;
@@ -201,12 +203,51 @@ struct Pleg {
     reinspect: BTreeSet<Uid>,
     last_relist: Option<Instant>,
     node_name: String,
+    /// Task exits to inspect again (due, container ID, attempt), in due order.
+    rechecks: std::collections::VecDeque<(Instant, String, u32)>,
 }
 
 impl Pleg {
     /// Sends `event` to the engine; false if it has stopped.
     async fn send(&self, event: Event) -> bool {
         self.report.send(event, None).await
+    }
+
+    /// The pod a container or sandbox ID belongs to, as of the last view.
+    fn pod_of(&self, id: &str) -> Option<Uid> {
+        self.previous
+            .iter()
+            .find(|(_, p)| p.containers.contains_key(id) || p.sandboxes.contains_key(id))
+            .map(|(uid, _)| uid.clone())
+    }
+
+    /// A container (or sandbox) whose own process exited, by containerd's task-exit
+    /// events: its pod is inspected at once; one the last view does not know of starts a
+    /// relist. containerd's CRI plugin applies the exit to what it answers a moment after
+    /// the event: while the inspection still shows the container running, it is inspected
+    /// again [`EXIT_RECHECK`] later, at most [`EXIT_RECHECKS`] times (then the relist sees
+    /// it). Returns false if the engine has stopped.
+    async fn on_task_exit(&mut self, container_id: String, attempt: u32) -> bool {
+        let Some(uid) = self.pod_of(&container_id) else {
+            // another node's container on a shared containerd, or one this node started
+            // since its last relist
+            return attempt > 0 || self.relist().await;
+        };
+        if attempt == 0 {
+            metrics::counter!(crate::observe::describe::PLEG_TASK_EXIT_EVENTS_TOTAL).increment(1);
+        }
+        if !self.inspect_and_report(&uid).await {
+            return false;
+        }
+        let applied = self.previous.get(&uid).is_none_or(|p| {
+            p.containers.get(&container_id) != Some(&ContainerState::Running)
+                && p.sandboxes.get(&container_id) != Some(&true)
+        });
+        if !applied && attempt < EXIT_RECHECKS && self.rechecks.len() < TASK_EXITS_BUFFERED {
+            self.rechecks
+                .push_back((Instant::now() + EXIT_RECHECK, container_id, attempt + 1));
+        }
+        true
     }
 
     /// Inspects one pod and reports its status and the events since the previous view.
@@ -351,12 +392,15 @@ pub async fn run(
         reinspect: BTreeSet::new(),
         last_relist: None,
         node_name: opts.node_name.clone(),
+        rechecks: Default::default(),
     };
     let mut stream: Option<tonic::Streaming<crate::cri::v1::ContainerEventResponse>> = None;
     let mut next_stream_attempt = Instant::now();
     let mut next_relist = Instant::now();
     let mut evented_supported = opts.evented;
     let stream_retry = Duration::from_millis(opts.event_stream_retry_ms);
+    // containerd's task exits, listened to when the CRI stream is not there (PL-13)
+    let mut exits: Option<tokio::sync::mpsc::Receiver<String>> = None;
     if !opts.evented {
         tracing::info!(
             "PLEG: generic mode, relisting every {} ms (evented PLEG disabled)",
@@ -405,6 +449,11 @@ pub async fn run(
                 }
             }
         }
+        if opts.evented && !evented_supported && exits.is_none() {
+            let (tx, rx) = tokio::sync::mpsc::channel(TASK_EXITS_BUFFERED);
+            tokio::spawn(forward_task_exits(cri.clone(), tx, stream_retry));
+            exits = Some(rx);
+        }
         let period = if stream.is_some() {
             opts.evented_relist_period_ms
         } else {
@@ -423,6 +472,14 @@ pub async fn run(
                 // threshold and flap the node to NotReady.
                 health.set_evented(stream.is_some());
                 next_relist = Instant::now() + Duration::from_millis(period);
+            }
+            Some(id) = next_task_exit(&mut exits) => {
+                if !pleg.on_task_exit(id, 0).await { return; }
+            }
+            _ = next_recheck(&pleg.rechecks) => {
+                if let Some((_, id, attempt)) = pleg.rechecks.pop_front() {
+                    if !pleg.on_task_exit(id, attempt).await { return; }
+                }
             }
             event = next_event(&mut stream) => match event {
                 Some(Ok(e)) => {
@@ -464,6 +521,88 @@ fn mode_gauge(evented: bool) {
     let value = |on: bool| if on { 1.0 } else { 0.0 };
     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(value(evented));
     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(value(!evented));
+}
+
+/// How long after an inspection that did not yet show a task exit the pod is inspected again.
+const EXIT_RECHECK: Duration = Duration::from_millis(20);
+/// How many times at most.
+const EXIT_RECHECKS: u32 = 10;
+
+async fn next_recheck(rechecks: &std::collections::VecDeque<(Instant, String, u32)>) {
+    match rechecks.front() {
+        Some((due, _, _)) => tokio::time::sleep_until((*due).into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Task exits the PLEG has not taken yet, at most; past it an exit is dropped (the next
+/// relist, within `relist_period_ms`, sees it anyway).
+const TASK_EXITS_BUFFERED: usize = 1024;
+
+async fn next_task_exit(exits: &mut Option<tokio::sync::mpsc::Receiver<String>>) -> Option<String> {
+    match exits {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The container whose own process an event says exited (`None` for an exec'd process: a
+/// probe or `kubectl exec`, which change nothing the PLEG reports).
+fn own_process_exit(e: &crate::cri::containerd_events::Envelope) -> Option<String> {
+    use prost::Message;
+    let any = e.event.as_ref()?;
+    if !any.type_url.ends_with("containerd.events.TaskExit") {
+        return None;
+    }
+    let exit = crate::cri::containerd_events::TaskExit::decode(any.value.as_slice()).ok()?;
+    (exit.id == exit.container_id).then_some(exit.container_id)
+}
+
+/// Forwards containerd's task exits to the PLEG (PL-13), subscribing again `retry` after the
+/// stream breaks, until the runtime says it has no such service (not containerd) or the PLEG
+/// is gone.
+async fn forward_task_exits(
+    cri: CriClient,
+    tx: tokio::sync::mpsc::Sender<String>,
+    retry: Duration,
+) {
+    loop {
+        match cri.subscribe_task_exits().await {
+            Ok(mut events) => {
+                tracing::info!(
+                    endpoint = cri.endpoint(),
+                    "PLEG: containerd's task-exit events inspect an exited container's pod at once"
+                );
+                loop {
+                    match events.message().await {
+                        Ok(Some(e)) => {
+                            if let Some(id) = own_process_exit(&e) {
+                                if tx.is_closed() {
+                                    return;
+                                }
+                                // full: the next relist sees the exit
+                                let _ = tx.try_send(id);
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(status) => {
+                            tracing::warn!(error = %status, "PLEG: containerd's task-exit event stream broke; subscribing again in {} ms", retry.as_millis());
+                            break;
+                        }
+                    }
+                }
+            }
+            // not containerd: relisting only
+            Err(e) if e.code() == tonic::Code::Unimplemented => return,
+            Err(e) => {
+                tracing::info!(error = %e, "PLEG: containerd's task-exit events are not available; retrying in {} ms", retry.as_millis());
+            }
+        }
+        if tx.is_closed() {
+            return;
+        }
+        tokio::time::sleep(retry).await;
+    }
 }
 
 async fn next_event(

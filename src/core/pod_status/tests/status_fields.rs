@@ -1,10 +1,11 @@
 //! PR-15 (started/ready), SM-19 (ordering), SM-01/SM-02 (start time), pod and host IPs, QoS
-//! class and ephemeral containers.
+//! class, ephemeral containers, and GS-18…GS-20 (observed generation, volume mounts and
+//! resources of container statuses).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EphemeralContainer, PodIP, PodStatus, ResourceRequirements,
+    Container, EphemeralContainer, PodIP, PodStatus, ResourceRequirements, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -334,4 +335,124 @@ fn qos_class_already_in_the_status_is_kept() {
     let s = Fixture::new(p, runtime(vec![], vec![])).generate();
     assert_eq!(s.qos_class.as_deref(), Some("Guaranteed"));
     assert_eq!(pod_qos_class(&simple_pod(&["A"])), "BestEffort");
+}
+
+#[test]
+fn gs_18_the_status_and_the_kubelets_conditions_carry_the_pods_generation() {
+    let mut p = simple_pod(&["A"]);
+    p.metadata.generation = Some(3);
+    let rt = runtime(
+        vec![rt_running("A", "a1", 10)],
+        vec![ready_sandbox("10.0.0.1")],
+    );
+    let mut f = Fixture::new(p, rt);
+    let s = f.generate();
+    assert_eq!(s.observed_generation, Some(3));
+    let conditions = s.conditions.unwrap();
+    assert_eq!(conditions.len(), 5, "the five the kubelet generates");
+    assert!(conditions.iter().all(|c| c.observed_generation == Some(3)));
+    // never lowered below the old status's
+    f.cached = Some(PodStatus {
+        observed_generation: Some(5),
+        ..Default::default()
+    });
+    assert_eq!(f.generate().observed_generation, Some(5));
+    // a pod without a generation (a static pod) shows none
+    f.pod.metadata.generation = None;
+    f.cached = None;
+    let s = f.generate();
+    assert_eq!(s.observed_generation, None);
+    assert!(s
+        .conditions
+        .unwrap()
+        .iter()
+        .all(|c| c.observed_generation.is_none()));
+}
+
+fn mount(name: &str, path: &str, read_only: Option<bool>, rro: Option<&str>) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only,
+        recursive_read_only: rro.map(str::to_string),
+        ..VolumeMount::default()
+    }
+}
+
+#[test]
+fn gs_19_a_default_status_lists_the_specs_mounts_and_a_runtime_one_keeps_the_old_list() {
+    let mut c = container("A");
+    c.volume_mounts = Some(vec![
+        mount("data", "/data", None, None),
+        mount("token", "/var/run/secrets", Some(true), None),
+        mount("rro", "/rro", Some(true), Some("Enabled")),
+    ]);
+    let p = pod("Always", vec![], vec![c]);
+    let waiting = Fixture::new(p.clone(), runtime(vec![], vec![])).generate();
+    let a = find(&waiting.container_statuses, "A");
+    let mounts = a.volume_mounts.clone().expect("the spec's mounts");
+    let shown: Vec<_> = mounts
+        .iter()
+        .map(|m| {
+            (
+                m.name.as_str(),
+                m.read_only,
+                m.recursive_read_only.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("data", None, None),
+            ("token", Some(true), Some("Disabled")),
+            ("rro", Some(true), Some("Enabled")),
+        ]
+    );
+    // from a runtime instance: the old status's list, none without an old status
+    let rt = runtime(
+        vec![rt_running("A", "a1", 10)],
+        vec![ready_sandbox("10.0.0.1")],
+    );
+    let mut f = Fixture::new(p, rt);
+    assert_eq!(
+        find(&f.generate().container_statuses, "A").volume_mounts,
+        None
+    );
+    f.cached = Some(waiting);
+    assert_eq!(
+        find(&f.generate().container_statuses, "A").volume_mounts,
+        Some(mounts)
+    );
+}
+
+#[test]
+fn gs_20_a_status_from_a_runtime_instance_has_the_specs_resources_and_requests() {
+    let q = |s: &str| Quantity(s.into());
+    let mut limited = container("A");
+    limited.resources = Some(ResourceRequirements {
+        limits: Some([("memory".to_string(), q("32Mi"))].into()),
+        requests: Some([("memory".to_string(), q("32Mi"))].into()),
+        ..ResourceRequirements::default()
+    });
+    let p = pod("Always", vec![], vec![limited, container("B")]);
+    let rt = runtime(
+        vec![rt_running("A", "a1", 10), rt_exited("B", "b1", 10, 0)],
+        vec![ready_sandbox("10.0.0.1")],
+    );
+    let s = Fixture::new(p.clone(), rt).generate();
+    let a = find(&s.container_statuses, "A");
+    let r = a.resources.clone().expect("resources");
+    assert_eq!(r.limits.unwrap()["memory"], q("32Mi"));
+    assert_eq!(a.allocated_resources.clone().unwrap()["memory"], q("32Mi"));
+    let b = find(&s.container_statuses, "B");
+    assert_eq!(
+        b.resources,
+        Some(ResourceRequirements::default()),
+        "`{{}}` when none"
+    );
+    assert_eq!(b.allocated_resources, None);
+    // a container the runtime has not reported has neither
+    let waiting = Fixture::new(p, runtime(vec![], vec![])).generate();
+    assert_eq!(find(&waiting.container_statuses, "A").resources, None);
 }
