@@ -26,7 +26,7 @@
 #   - rootDir DIR/kubelet/root, podLogsDir DIR/kubelet/pod-logs, volumePluginDir under
 #     DIR/kubelet, staticPodPath DIR/kubelet/manifests.
 # Uses from cluster.sh: dir, bin, repo, advertise_ip, cluster_dns, say, die, fail, start,
-# wait_for, free_port, cert, kubeconfig, kubectl, pki, node_* checks, start_containerd.
+# wait_for, free_port, port_or_free, cert, kubeconfig, node_* checks, start_containerd.
 
 kubelet_node_name=""
 kubelet_api_port_wanted=""
@@ -78,13 +78,7 @@ start_kubelet_node() {
   [ "$(id -u)" = 0 ] || die "kubelet: --kubelet-node needs root"
   [ -x "$bin/kubelet" ] || die "kubelet: $bin/kubelet is missing (scripts/build-testbed.sh builds it)"
   mkdir -p "$k"/{root,pod-logs,manifests,volume-plugins}
-  if [ -n "$kubelet_api_port_wanted" ]; then
-    [ -z "$(ss -Htln "( sport = :$kubelet_api_port_wanted )" 2>/dev/null)" ] ||
-      die "--kubelet-api-port $kubelet_api_port_wanted: the port is in use"
-    api_port="$kubelet_api_port_wanted"
-  else
-    free_port api_port
-  fi
+  port_or_free api_port "$kubelet_api_port_wanted" --kubelet-api-port
   free_port kubelet_healthz_port
   cert "kubelet-$name" "/O=system:nodes/CN=system:node:$name" clientAuth
   cert "kubelet-$name-serving" "/O=system:nodes/CN=system:node:$name" serverAuth \

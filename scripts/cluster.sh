@@ -233,6 +233,18 @@ free_port() {
   die "no free port found"
 }
 
+# port_or_free VAR WANTED FLAG: sets VAR to WANTED (refused, naming FLAG, when it is in use),
+# or to a free port when WANTED is empty
+port_or_free() {
+  local var="$1" wanted="$2" flag="$3"
+  if [ -z "$wanted" ]; then
+    free_port "$var"
+    return
+  fi
+  [ -z "$(ss -Htln "( sport = :$wanted )" 2>/dev/null)" ] || die "$flag $wanted: the port is in use"
+  printf -v "$var" '%s' "$wanted"
+}
+
 # ---------------------------------------------------------------------------------------
 # certificates and kubeconfigs
 
@@ -498,13 +510,7 @@ do_up() {
   local etcd_peer_port
   free_port etcd_port; free_port etcd_peer_port; free_port apiserver_port
   free_port kcm_port; free_port scheduler_port; free_port node_port
-  if [ -n "$node_api_port_wanted" ]; then
-    [ -z "$(ss -Htln "( sport = :$node_api_port_wanted )" 2>/dev/null)" ] ||
-      die "--node-api-port $node_api_port_wanted: the port is in use"
-    node_api_port="$node_api_port_wanted"
-  else
-    free_port node_api_port
-  fi
+  port_or_free node_api_port "$node_api_port_wanted" --node-api-port
   node_ip=127.0.0.1 node_address=127.0.0.1
   [ "$node_on_host" = 0 ] || { node_ip="$advertise_ip"; node_address=0.0.0.0; }
   gen_pki

@@ -406,3 +406,73 @@ fn kubectl_port_forward_carries_an_http_request_to_the_pods_port() {
             .delete("web", &Default::default()),
     );
 }
+
+/// The payloads of the data frames of a server's websocket stream (unmasked frames, as a
+/// server sends), up to its close frame.
+fn websocket_payloads(mut bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while bytes.len() >= 2 {
+        let opcode = bytes[0] & 0x0f;
+        let (len, header) = match bytes[1] & 0x7f {
+            126 => (u16::from_be_bytes([bytes[2], bytes[3]]) as usize, 4),
+            127 => panic!("a frame of more than 64 KiB"),
+            n => (n as usize, 2),
+        };
+        let payload = &bytes[header..header + len];
+        match opcode {
+            0x8 => break,
+            0x1 | 0x2 => out.extend_from_slice(payload),
+            _ => {}
+        }
+        bytes = &bytes[header + len..];
+    }
+    out
+}
+
+/// KA-45: `GET pods/NAME/log` over a websocket (the upstream e2e test's way, `binary.k8s.io`)
+/// carries the whole log: the API server's websocket reader drops the data of a read that
+/// also ends the body, so the node writes the body's end apart from its last chunk.
+#[test]
+fn ka_45_logs_read_over_a_websocket_through_the_api_server_carry_the_whole_log() {
+    let Some(c) = cluster() else { return };
+    start(
+        c,
+        &pod("wslog", "echo container is alive; sleep 3600", "Never"),
+    );
+    c.admin().wait_for("the log written", 60, |_| {
+        let (ok, out, _) = kubectl(c, 30, &["logs", "wslog"]);
+        (ok && out == "container is alive\n").then_some(())
+    });
+    let pki = c.dir.join("pki");
+    let url = format!(
+        "{}/api/v1/namespaces/default/pods/wslog/log?container=main",
+        c.env["APISERVER"]
+    );
+    let out = Command::new("curl")
+        .args(["-s", "--http1.1", "--max-time", "10", "-o", "-"])
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(["-H", "Connection: Upgrade", "-H", "Upgrade: websocket"])
+        .args(["-H", "Sec-WebSocket-Version: 13"])
+        .args(["-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="])
+        .args(["-H", "Sec-WebSocket-Protocol: binary.k8s.io"])
+        .arg(&url)
+        .output()
+        .expect("run curl");
+    assert_eq!(
+        String::from_utf8_lossy(&websocket_payloads(&out.stdout)),
+        "container is alive\n",
+        "frames: {:?}",
+        out.stdout
+    );
+    let admin = c.admin();
+    let _ = admin.run(
+        admin
+            .api::<Pod>("default")
+            .delete("wslog", &Default::default()),
+    );
+}

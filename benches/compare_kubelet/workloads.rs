@@ -149,6 +149,20 @@ impl Bench {
         .unwrap()
     }
 
+    /// The pods of a batch, one per name, each with the spec `spec` gives for its name.
+    fn batch(
+        &self,
+        names: &[String],
+        batch: &str,
+        side: Side,
+        spec: impl Fn(&str) -> Value,
+    ) -> Vec<Pod> {
+        names
+            .iter()
+            .map(|name| self.pod(name, batch, side, spec(name)))
+            .collect()
+    }
+
     /// Creates the pods of a batch all at once; when each create was sent.
     async fn create_all(&self, pods: Vec<Pod>) -> HashMap<String, Instant> {
         let api = self.pods();
@@ -272,26 +286,18 @@ impl Bench {
         }
         let selector = format!("batch={batch}");
         let running = self.observe(&selector, n, is_running).await;
-        let pods = names
-            .iter()
-            .map(|name| {
-                self.pod(
-                    name,
-                    &batch,
-                    side,
-                    json!({
-                        "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                        "volumes": [{"name": "fifo", "hostPath": {"path": dir, "type": "Directory"}}],
-                        "containers": [{
-                            "name": "app", "image": differential::IMAGE,
-                            "imagePullPolicy": "IfNotPresent",
-                            "command": ["sh", "-c", format!("read x < /fifo/{name}; exit 0")],
-                            "volumeMounts": [{"name": "fifo", "mountPath": "/fifo"}],
-                        }],
-                    }),
-                )
+        let pods = self.batch(&names, &batch, side, |name| {
+            json!({
+                "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                "volumes": [{"name": "fifo", "hostPath": {"path": dir, "type": "Directory"}}],
+                "containers": [{
+                    "name": "app", "image": differential::IMAGE,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sh", "-c", format!("read x < /fifo/{name}; exit 0")],
+                    "volumeMounts": [{"name": "fifo", "mountPath": "/fifo"}],
+                }],
             })
-            .collect();
+        });
         self.create_all(pods).await;
         running.await.unwrap();
         let terminated = self.observe(&selector, n, is_terminated).await;
@@ -313,18 +319,10 @@ impl Bench {
         let selector = format!("batch={batch}");
         let running = self.observe(&selector, n, is_running).await;
         let names: Vec<String> = (0..n).map(|i| format!("{batch}-{i}")).collect();
-        let pods = names
-            .iter()
-            .map(|name| {
-                self.pod(
-                    name,
-                    &batch,
-                    side,
-                    json!({"terminationGracePeriodSeconds": 1,
-                           "containers": [container("trap 'exit 0' TERM; sleep 3600 & wait")]}),
-                )
-            })
-            .collect();
+        let pods = self.batch(&names, &batch, side, |_| {
+            json!({"terminationGracePeriodSeconds": 1,
+                   "containers": [container("trap 'exit 0' TERM; sleep 3600 & wait")]})
+        });
         self.create_all(pods).await;
         running.await.unwrap();
         // the shells have set their traps

@@ -10,6 +10,7 @@
 //! be served on the unauthenticated read-only port, or hold the engine lock while streaming.
 
 pub mod cri_format;
+pub mod flush_each;
 pub mod locate;
 pub mod options;
 pub mod read;
@@ -173,6 +174,7 @@ async fn container_logs(
         }
     };
     tokio::spawn(read::stream(file, req, tx, running));
-    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let chunks = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let body = Body::from_stream(flush_each::FlushEach::new(chunks));
     ([(header::CONTENT_TYPE, "text/plain")], body).into_response()
 }
