@@ -12,6 +12,7 @@ const SMOKE: &[&str] = &[
     "[sig-node] Pods should be submitted and removed [NodeConformance] [Conformance]",
     "[sig-node] Kubelet when scheduling a busybox command in a pod should print the output to logs [NodeConformance] [Conformance]",
     "[sig-node] Pods should support remote command execution over websockets [NodeConformance] [Conformance]",
+    "[sig-node] Pods should support retrieving logs from the container over websockets [NodeConformance] [Conformance]",
     "[sig-node] Downward API should provide pod name, namespace and IP address as env vars [NodeConformance] [Conformance]",
     "[sig-node] Variable Expansion should allow composing env vars into new env vars [NodeConformance] [Conformance]",
     "[sig-node] Secrets should be consumable from pods in env vars [NodeConformance] [Conformance]",

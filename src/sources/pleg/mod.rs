@@ -221,31 +221,50 @@ impl Pleg {
             .map(|(uid, _)| uid.clone())
     }
 
-    /// A container (or sandbox) whose own process exited, by containerd's task-exit
-    /// events: its pod is inspected at once; one the last view does not know of starts a
-    /// relist. containerd's CRI plugin applies the exit to what it answers a moment after
-    /// the event: while the inspection still shows the container running, it is inspected
-    /// again [`EXIT_RECHECK`] later, at most [`EXIT_RECHECKS`] times (then the relist sees
-    /// it). Returns false if the engine has stopped.
-    async fn on_task_exit(&mut self, container_id: String, attempt: u32) -> bool {
-        let Some(uid) = self.pod_of(&container_id) else {
-            // another node's container on a shared containerd, or one this node started
-            // since its last relist
-            return attempt > 0 || self.relist().await;
-        };
-        if attempt == 0 {
-            metrics::counter!(crate::observe::describe::PLEG_TASK_EXIT_EVENTS_TOTAL).increment(1);
+    /// Containers (or sandboxes) whose own process exited, by containerd's task-exit
+    /// events, each with its attempt: their pods are inspected at once, together; an exit of a
+    /// container the last view does not know of starts a relist. containerd's CRI plugin
+    /// applies an exit to what it answers a moment after the event: while the inspection
+    /// still shows the container running, it is inspected again [`EXIT_RECHECK`] later, at
+    /// most [`EXIT_RECHECKS`] times (then the relist sees it). Returns false if the engine has
+    /// stopped.
+    async fn on_task_exits(&mut self, exits: Vec<(String, u32)>) -> bool {
+        let mut uids: Vec<Uid> = Vec::new();
+        let mut unknown = false;
+        for (id, attempt) in &exits {
+            match self.pod_of(id) {
+                Some(uid) => {
+                    if *attempt == 0 {
+                        metrics::counter!(crate::observe::describe::PLEG_TASK_EXIT_EVENTS_TOTAL)
+                            .increment(1);
+                    }
+                    if !uids.contains(&uid) {
+                        uids.push(uid);
+                    }
+                }
+                // another node's container on a shared containerd, or one this node started
+                // since its last relist
+                None => unknown |= *attempt == 0,
+            }
         }
-        if !self.inspect_and_report(&uid).await {
+        if unknown && !self.relist().await {
             return false;
         }
-        let applied = self.previous.get(&uid).is_none_or(|p| {
-            p.containers.get(&container_id) != Some(&ContainerState::Running)
-                && p.sandboxes.get(&container_id) != Some(&true)
-        });
-        if !applied && attempt < EXIT_RECHECKS && self.rechecks.len() < TASK_EXITS_BUFFERED {
-            self.rechecks
-                .push_back((Instant::now() + EXIT_RECHECK, container_id, attempt + 1));
+        if !self.inspect_all(&uids).await {
+            return false;
+        }
+        for (id, attempt) in exits {
+            let Some(uid) = self.pod_of(&id) else {
+                continue;
+            };
+            let applied = self.previous.get(&uid).is_none_or(|p| {
+                p.containers.get(&id) != Some(&ContainerState::Running)
+                    && p.sandboxes.get(&id) != Some(&true)
+            });
+            if !applied && attempt < EXIT_RECHECKS && self.rechecks.len() < TASK_EXITS_BUFFERED {
+                self.rechecks
+                    .push_back((Instant::now() + EXIT_RECHECK, id, attempt + 1));
+            }
         }
         true
     }
@@ -253,10 +272,41 @@ impl Pleg {
     /// Inspects one pod and reports its status and the events since the previous view.
     /// Returns false if the engine has stopped.
     async fn inspect_and_report(&mut self, uid: &Uid) -> bool {
-        // what the answer is at least as fresh as: a relist can take a while, and a sync
-        // can finish (and be folded) between this read and its record
+        self.inspect_all(std::slice::from_ref(uid)).await
+    }
+
+    /// Inspects the pods, at most [`INSPECTIONS_AT_ONCE`] at a time (the runtime answers
+    /// them in parallel), and reports each in the order given. Returns false if the engine
+    /// has stopped.
+    async fn inspect_all(&mut self, uids: &[Uid]) -> bool {
+        use futures::StreamExt;
+        // what the answers are at least as fresh as: a relist can take a while, and a sync
+        // can finish (and be folded) between a read and its record
         let read_after_seq = Some(self.report.folded_seq());
-        match runtime_view::pod_status(&self.cri, uid).await {
+        let reads: Vec<_> = futures::stream::iter(uids.to_vec())
+            .map(|uid| {
+                let cri = self.cri.clone();
+                async move { runtime_view::pod_status(&cri, &uid).await }
+            })
+            .buffered(INSPECTIONS_AT_ONCE)
+            .collect()
+            .await;
+        for (uid, read) in uids.iter().zip(reads) {
+            if !self.report_inspection(uid, read, read_after_seq).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Reports one pod's inspection: its status and the events since the previous view.
+    async fn report_inspection(
+        &mut self,
+        uid: &Uid,
+        read: Result<RuntimePodStatus, crate::cri::CriError>,
+        read_after_seq: Option<u64>,
+    ) -> bool {
+        match read {
             Ok(status) => {
                 let new = listed(&status);
                 let old = self.previous.get(uid);
@@ -345,10 +395,9 @@ impl Pleg {
                 changed.insert(uid.clone());
             }
         }
-        for uid in changed {
-            if !self.inspect_and_report(&uid).await {
-                return false;
-            }
+        let changed: Vec<Uid> = changed.into_iter().collect();
+        if !self.inspect_all(&changed).await {
+            return false;
         }
         let running_pods = current
             .values()
@@ -474,12 +523,22 @@ pub async fn run(
                 next_relist = Instant::now() + Duration::from_millis(period);
             }
             Some(id) = next_task_exit(&mut exits) => {
-                if !pleg.on_task_exit(id, 0).await { return; }
+                // the exits already waiting go with it
+                let mut batch = vec![(id, 0)];
+                while let Some(Ok(id)) = exits.as_mut().map(|rx| rx.try_recv()) {
+                    batch.push((id, 0));
+                    if batch.len() >= TASK_EXITS_BUFFERED { break; }
+                }
+                if !pleg.on_task_exits(batch).await { return; }
             }
             _ = next_recheck(&pleg.rechecks) => {
-                if let Some((_, id, attempt)) = pleg.rechecks.pop_front() {
-                    if !pleg.on_task_exit(id, attempt).await { return; }
+                let now = Instant::now();
+                let mut batch = Vec::new();
+                while pleg.rechecks.front().is_some_and(|(due, _, _)| *due <= now) {
+                    let (_, id, attempt) = pleg.rechecks.pop_front().expect("checked");
+                    batch.push((id, attempt));
                 }
+                if !pleg.on_task_exits(batch).await { return; }
             }
             event = next_event(&mut stream) => match event {
                 Some(Ok(e)) => {
@@ -522,6 +581,9 @@ fn mode_gauge(evented: bool) {
     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "evented").set(value(evented));
     metrics::gauge!("ledgerlet_pleg_mode", "mode" => "generic").set(value(!evented));
 }
+
+/// Pods the PLEG asks the runtime about at once (a relist after a burst, several exits).
+const INSPECTIONS_AT_ONCE: usize = 8;
 
 /// How long after an inspection that did not yet show a task exit the pod is inspected again.
 const EXIT_RECHECK: Duration = Duration::from_millis(20);
