@@ -8,7 +8,7 @@
 //! `SetContainerStartup` are in `container_flags`; the sync decisions (`syncBatch`) in
 //! `sync`. Must not talk to the API server or read a clock: time is the folded record's.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
@@ -92,10 +92,12 @@ pub struct StatusStore {
     /// Syncs in flight, by the pod's UID (at most one per pod).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(super) in_flight: BTreeMap<Uid, InFlightSync>,
-    /// Pods whose last sync failed: retried on the next status change or periodic pass (as
-    /// upstream), not every time another pod's sync ends.
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub(super) failed: BTreeSet<Uid>,
+    /// Pods whose last sync failed, with the version it carried: retried when the pod has a
+    /// newer version or at the periodic pass, not whenever another pod's status changes
+    /// (SM-07: with syncs running concurrently that would repeat a failing request once
+    /// per status change on the node).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) failed: BTreeMap<Uid, u64>,
     /// A status changed since the last batch (`podStatusChannel`, capacity 1).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) signalled: bool,

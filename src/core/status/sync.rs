@@ -29,10 +29,10 @@ use crate::core::record::Time;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SyncTrigger {
     /// A status changed (`podStatusChannel`): sync every pod the API server lags behind,
-    /// including those whose last attempt failed.
+    /// except those whose last attempt failed with the version they still have.
     Changed,
-    /// A sync ended and freed a slot: start pods that were waiting for one (not the failed
-    /// ones, which wait for the next change or periodic pass, as upstream).
+    /// A sync ended and freed a slot: start pods that were waiting for one (with the same
+    /// exception).
     SlotFreed,
     /// The periodic full pass (`syncBatch(true)`).
     Periodic,
@@ -195,9 +195,13 @@ impl Node {
                         .statuses
                         .api_version(&api_uid)
                         .is_none_or(|acked| acked < v.version);
-                    let waiting_for_change =
-                        trigger == SyncTrigger::SlotFreed && self.statuses.failed.contains(uid);
-                    if behind && !waiting_for_change {
+                    // a version that failed waits for a newer one or the periodic pass
+                    let failed = self
+                        .statuses
+                        .failed
+                        .get(uid)
+                        .is_some_and(|&version| version >= v.version);
+                    if behind && !failed {
                         picked.push((uid.clone(), api_uid, false));
                     }
                 }
@@ -295,7 +299,7 @@ impl Node {
             }
             // removed by RemoveOrphanedStatuses once the pod leaves the config
             StatusSyncOutcome::NotFound | StatusSyncOutcome::Failed { .. } => {
-                self.statuses.failed.insert(f.uid.clone());
+                self.statuses.failed.insert(f.uid.clone(), f.version);
             }
             StatusSyncOutcome::UidChanged { api_uid } => {
                 let found = self.translate_pod_uid(&Uid::new(api_uid.as_str()));

@@ -212,6 +212,43 @@ fn sm_07_the_channel_syncs_new_versions_and_the_periodic_pass_also_reconciles() 
 }
 
 #[test]
+fn sm_07_a_failed_version_waits_for_a_newer_one_or_the_periodic_pass() {
+    let mut api = Api::new();
+    let (gone, live) = (named("gone", "gone"), named("live", "live"));
+    for p in [&gone, &live] {
+        api.desire(p);
+        api.set(p, ready(TRUE), at(1));
+    }
+    let cmds = api.batch(SyncTrigger::Changed);
+    assert_eq!(versions(&cmds), [("gone", 1), ("live", 1)]);
+    // the API server no longer has `gone` (the node authorizer answers 403)
+    let forbidden = StatusSyncOutcome::Failed {
+        code: Some(403),
+        message: "no relationship found between node 'node' and this object".into(),
+    };
+    assert!(api.finish("gone", 1, forbidden.clone()).is_empty());
+    api.finish("live", 1, patched());
+
+    // other pods' changes do not repeat the failing request
+    for now in 2..5 {
+        let value = if now % 2 == 0 { FALSE } else { TRUE };
+        api.set(&live, ready(value), at(now));
+        let cmds = api.batch(SyncTrigger::Changed);
+        assert_eq!(versions(&cmds), [("live", now as u64)]);
+        api.finish("live", now as u64, patched());
+    }
+    // the periodic pass retries it
+    api.desire_with(&live, api.cached("live"));
+    let cmds = api.batch(SyncTrigger::Periodic);
+    assert_eq!(versions(&cmds), [("gone", 1)]);
+    api.finish("gone", 1, forbidden);
+    // and so does a newer version of its own
+    api.set(&gone, ready(FALSE), at(6));
+    let cmds = api.batch(SyncTrigger::Changed);
+    assert_eq!(versions(&cmds), [("gone", 2)]);
+}
+
+#[test]
 fn sm_08_needs_reconcile_ignores_timestamp_precision_and_unknown_pods() {
     let mut api = Api::new();
     let p = named("u1", "p");
