@@ -190,6 +190,9 @@ impl Daemon {
                 Command::SyncTerminatedPod(c) => {
                     spawn_in(span, done, exec.sync_terminated_pod(c, cause))
                 }
+                Command::RemovePodContent(c) => {
+                    spawn_in(span, done, exec.remove_pod_content(c, cause))
+                }
                 Command::CancelSync { uid, sync_id } => self.executor.cancel(&uid, sync_id),
                 Command::InspectPod { uid } => spawn_in(span, done, exec.inspect(uid, cause)),
                 Command::SetTimer(t) => {

@@ -522,25 +522,75 @@ fn am_06_admission_reads_the_machines_allocatable_and_the_observed_nodes_taints(
     assert_eq!(rejection_reason(&h, "t2"), None);
 }
 
-/// A pod no config source wants any more (a removed static pod) has its containers and
-/// sandboxes removed once terminated, as the kubelet's container GC would
-/// (`ShouldPodContentBeRemoved`).
+/// RT-44: a pod no config source wants any more (a removed static pod) has its containers
+/// and sandboxes removed once finished, as the kubelet's container GC would
+/// (`ShouldPodContentBeRemoved`), by a command of its own after `SyncTerminatedPod`, so the
+/// final status never waits for it; while the runtime still shows some of it, the node
+/// removes it again after the sync error back-off.
 #[test]
-fn a_removed_static_pods_runtime_content_is_removed_once_terminated() {
-    let remove_runtime = |h: &Harness, u: &str| {
-        h.commands.iter().rev().find_map(|(_, c)| match c {
-            Command::SyncTerminatedPod(s) if s.uid.as_str() == u => Some(s.remove_runtime),
-            _ => None,
-        })
+fn rt_44_a_removed_pods_content_is_removed_after_it_finishes_and_again_if_left() {
+    let removals = |h: &Harness| {
+        h.commands
+            .iter()
+            .filter(|(_, c)| matches!(c, Command::RemovePodContent(r) if r.uid.as_str() == "gone"))
+            .count()
     };
     let mut h = Harness::with_file_source();
     let gone = pod("gone", "gone", "ns").static_pod().build();
     h.submit(added(PodSource::File, &gone));
     h.drain();
-    assert_eq!(remove_runtime(&h, "gone"), None, "running, not terminated");
+    assert_eq!(removals(&h), 0, "running, not finished");
     h.submit(removed(PodSource::File, &gone));
     h.drain();
-    assert_eq!(remove_runtime(&h, "gone"), Some(true));
+    let kinds = h.sync_kinds("gone");
+    assert_eq!(kinds.last(), Some(&WorkType::Terminated));
+    assert_eq!(removals(&h), 1, "removed once finished");
+    let position = |want: fn(&Command) -> bool| h.commands.iter().position(|(_, c)| want(c));
+    let terminated = position(|c| matches!(c, Command::SyncTerminatedPod(_))).unwrap();
+    let removal = position(|c| matches!(c, Command::RemovePodContent(_))).unwrap();
+    assert!(
+        removal > terminated,
+        "after SyncTerminatedPod, not inside it"
+    );
+
+    // the runtime still shows the stopped sandbox: removed again when the timer fires
+    let key = TimerKey::PodContentRemoval { uid: uid("gone") };
+    let (_, due) = h.timer(&key).expect("the node looks again");
+    assert_eq!(
+        due.since(h.now).as_millis(),
+        10_000,
+        "the sync error back-off"
+    );
+    h.runtime
+        .insert(uid("gone"), runtime_pod("gone", "ns", false, None, vec![]));
+    h.respond("gone");
+    h.advance(10_000);
+    h.fire(key.clone());
+    assert_eq!(removals(&h), 2, "what is left is removed again");
+    // once the runtime has nothing of it, the node stops looking
+    h.runtime.remove(&uid("gone"));
+    h.respond("gone");
+    h.advance(10_000);
+    h.fire(key);
+    assert_eq!(removals(&h), 2, "nothing left");
+}
+
+/// A terminated pod still in config keeps its containers (and so its logs).
+#[test]
+fn rt_44_a_terminated_pod_still_in_config_keeps_its_content() {
+    let mut h = Harness::with_file_source();
+    let done = pod("done", "done", "ns").static_pod().build();
+    h.submit(added(PodSource::File, &done));
+    h.drain();
+    let (seq, _) = h.kill(&done, Default::default());
+    assert!(seq > 0);
+    h.drain();
+    assert_eq!(h.sync_kinds("done").last(), Some(&WorkType::Terminated));
+    let removed = h
+        .commands
+        .iter()
+        .any(|(_, c)| matches!(c, Command::RemovePodContent(_)));
+    assert!(!removed, "still wanted by its source");
 }
 
 /// AD-02: a pod with `activeDeadlineSeconds` is synced when its deadline passes (a timer

@@ -251,10 +251,19 @@ pub struct SyncTerminatedPodCommand {
     pub pod: Arc<Pod>,
     /// The runtime status.
     pub runtime: Arc<RuntimePodStatus>,
-    /// Remove the pod's containers and sandboxes (the pod is deleted or evicted, so its
-    /// content may go; a terminated pod still in config keeps them for its logs).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub remove_runtime: bool,
+}
+
+/// Remove a finished pod's containers and sandboxes: the container GC's work for a pod whose
+/// content may go (`ShouldPodContentBeRemoved`: deleted, evicted, or wanted by no config
+/// source), done as soon as the pod is finished because ledgerlet has no container GC. It
+/// runs after `SyncTerminatedPod`, so the API delete never waits for it (RT-44).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemovePodContentCommand {
+    /// The pod.
+    pub uid: Uid,
+    /// Identifies this removal: each removal is a `RuntimeActionFinished` with this as its
+    /// `sync_id` (drawn from the pod workers' sync ids, so never one of theirs).
+    pub removal_id: u64,
 }
 
 /// Normal or Warning, as Kubernetes Events have it.
@@ -408,6 +417,9 @@ pub enum Command {
     SyncTerminatingRuntimePod(SyncTerminatingRuntimePodCommand),
     /// Run `SyncTerminatedPod`; report `SyncFinished`.
     SyncTerminatedPod(SyncTerminatedPodCommand),
+    /// Remove a finished pod's containers and sandboxes; report each removal as a
+    /// `RuntimeActionFinished` (nothing else: the core looks again by a timer).
+    RemovePodContent(RemovePodContentCommand),
     /// Cancel the cancellable waits of a running sync (the kubelet's `cancelFn()`); the sync
     /// still reports `SyncFinished` (usually `canceled`).
     CancelSync {
@@ -443,6 +455,7 @@ impl Command {
             Command::SyncTerminatingPod(_) => "syncTerminatingPod",
             Command::SyncTerminatingRuntimePod(_) => "syncTerminatingRuntimePod",
             Command::SyncTerminatedPod(_) => "syncTerminatedPod",
+            Command::RemovePodContent(_) => "removePodContent",
             Command::CancelSync { .. } => "cancelSync",
             Command::InspectPod { .. } => "inspectPod",
             Command::SetTimer(_) => "setTimer",

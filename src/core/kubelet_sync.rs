@@ -399,14 +399,6 @@ impl Node {
                     let uid = c.uid.clone();
                     let last_override = None;
                     self.update_api_status(&uid, &c.pod, &c.runtime, true, last_override, now);
-                    // ShouldPodContentBeRemoved, without waiting for the container GC (which
-                    // ledgerlet does not have): deleted or evicted, or no longer wanted by any
-                    // config source (a removed static pod; housekeeping would mark it deleted)
-                    c.remove_runtime = self
-                        .pod_workers
-                        .status(&uid)
-                        .is_some_and(|s| s.is_deleted() || s.is_evicted())
-                        || self.pod_manager.get(&uid).is_none();
                     None
                 }
                 _ => None,

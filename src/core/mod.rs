@@ -29,6 +29,7 @@ pub mod node_shutdown;
 pub mod node_status;
 pub mod plan;
 pub mod pod;
+mod pod_content;
 pub mod pod_manager;
 pub mod pod_status;
 pub mod pod_workers;

@@ -208,8 +208,9 @@ impl Node {
                     && self.pod_workers.is_sync_in_flight(&f.uid, f.sync_id);
                 if terminated {
                     // the last step of SyncTerminatedPod (RT-44): the status is final and the
-                    // pod may be deleted from the API
+                    // pod may be deleted from the API; its content goes beside that
                     self.terminate_pod_status(&f.uid, now);
+                    self.on_pod_finished(&f.uid, now, out);
                 }
                 let containers_stopped = f.work == super::command::WorkType::Terminating
                     && f.outcome == SyncOutcome::Ok
@@ -236,6 +237,9 @@ impl Node {
                         self.node_status.on_timer(ncx!(self, now, out), &t.key)
                     }
                     TimerKey::NodeShutdownGroup => self.advance_node_shutdown(true, now, out),
+                    TimerKey::PodContentRemoval { uid } => {
+                        self.on_pod_content_removal_timer(uid, now, out)
+                    }
                     TimerKey::KillDeadline { uid, request } => {
                         self.pod_workers
                             .on_kill_deadline(cx!(self, record, out), uid, *request);

@@ -64,6 +64,11 @@ pub enum TimerKey {
     /// The non-critical group's budget of a graceful node shutdown ends: the critical pods
     /// are killed then, if they were not already (`core::node_shutdown`).
     NodeShutdownGroup,
+    /// Look whether a finished pod's content is gone, and remove it again if not (RT-44).
+    PodContentRemoval {
+        /// The pod.
+        uid: Uid,
+    },
 }
 
 /// An armed timer.

@@ -100,7 +100,8 @@ fn own_heap_bytes(r: &Record) -> usize {
             TimerKey::PodWork { uid: u }
             | TimerKey::KillDeadline { uid: u, .. }
             | TimerKey::BackoffExpiry { uid: u }
-            | TimerKey::ActiveDeadline { uid: u } => uid(u),
+            | TimerKey::ActiveDeadline { uid: u }
+            | TimerKey::PodContentRemoval { uid: u } => uid(u),
             TimerKey::Probe {
                 uid: u, container, ..
             } => uid(u) + container.len(),

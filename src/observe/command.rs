@@ -64,6 +64,11 @@ pub fn span(command: &Command, parent: Option<&TraceParent>) -> tracing::Span {
             otel.name = "inspectPod",
             k8s.pod.uid = uid.as_str(),
         ),
+        Command::RemovePodContent(c) => tracing::info_span!(
+            "command",
+            otel.name = "removePodContent",
+            k8s.pod.uid = c.uid.as_str(),
+        ),
         Command::SyncPodStatus(c) => tracing::info_span!(
             "command",
             otel.name = "status.sync",

@@ -104,6 +104,7 @@ fn expectation(c: &Command) -> Option<Expect> {
     }
     Some(match c {
         Command::InspectPod { uid } => Expect::Inspect(uid.clone()),
+        Command::RemovePodContent(r) => Expect::Sync(r.uid.clone(), r.removal_id),
         Command::SetTimer(t) => Expect::Timer(t.key.clone(), t.generation),
         Command::SyncPodStatus(s) => Expect::Status(s.uid.clone(), s.version),
         Command::RunProbe(p) => {

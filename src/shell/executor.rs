@@ -20,8 +20,9 @@ use super::hooks::{self, HookOutcome, HookSite};
 use super::runtime_view;
 use super::Report;
 use crate::core::command::{
-    ContainerKill, ContainerStart, PodKill, SyncPodCommand, SyncTerminatedPodCommand,
-    SyncTerminatingPodCommand, SyncTerminatingRuntimePodCommand, WorkType,
+    ContainerKill, ContainerStart, PodKill, RemovePodContentCommand, SyncPodCommand,
+    SyncTerminatedPodCommand, SyncTerminatingPodCommand, SyncTerminatingRuntimePodCommand,
+    WorkType,
 };
 use crate::core::kubelet_sync::KILL_POD_ERROR;
 use crate::core::record::event::{
@@ -1227,18 +1228,12 @@ impl Executor {
         .await;
     }
 
-    /// `SyncTerminatedPod`: for a deleted or evicted pod, remove its containers and
-    /// sandboxes (logs stay on disk; ledgerlet has no container GC, RT-44), then its cgroup
-    /// and volumes. The removals are actions of this sync, reported before it finishes.
+    /// `SyncTerminatedPod`: remove the pod's cgroup and volumes (its containers and
+    /// sandboxes are `RemovePodContent`'s, after this sync: RT-44).
     pub async fn sync_terminated_pod(self, cmd: SyncTerminatedPodCommand, cause: u64) {
-        let (_token, step) = self.register(&cmd.uid, cmd.sync_id, cause);
+        let (_token, _step) = self.register(&cmd.uid, cmd.sync_id, cause);
         let mut outcome = SyncOutcome::Ok;
-        if cmd.remove_runtime {
-            if let Err(message) = self.remove_runtime_pod(&step, &cmd.uid).await {
-                outcome = SyncOutcome::Failed { message };
-            }
-        }
-        // and removes its cgroup (a failure is logged: the pod is terminated all the same)
+        // its cgroup (a failure is logged: the pod is terminated all the same)
         let cgroup = if self.pod_cgroups {
             super::pod_cgroups::remove(cmd.uid.as_str())
         } else {
@@ -1257,6 +1252,21 @@ impl Executor {
         }
         self.finish(&cmd.uid, cmd.sync_id, WorkType::Terminated, outcome, cause)
             .await;
+    }
+
+    /// `RemovePodContent`: removes every container of a finished pod at once, then its
+    /// sandboxes (logs stay on disk), each a reported action; what is left after a failure
+    /// is removed when the core looks again.
+    pub async fn remove_pod_content(self, cmd: RemovePodContentCommand, cause: u64) {
+        let step = Step {
+            exec: &self,
+            uid: cmd.uid.clone(),
+            sync_id: cmd.removal_id,
+            cause,
+        };
+        if let Err(e) = self.remove_runtime_pod(&step, &cmd.uid).await {
+            tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's containers");
+        }
     }
 
     /// Removes every container of a terminated pod at once, then its sandboxes, each a
@@ -1297,17 +1307,6 @@ impl Executor {
             tracing::warn!(uid = %uid.as_str(), error = %e, "cannot remove the pod's volumes");
         }
         removed
-    }
-
-    /// Removes containers the core no longer needs (dead instances beyond the newest).
-    pub async fn remove_containers(&self, ids: Vec<String>) -> Result<(), CriError> {
-        for id in ids {
-            match self.cri.remove_container(&id).await {
-                Err(e) if !e.is_not_found() => return Err(e),
-                _ => {}
-            }
-        }
-        Ok(())
     }
 }
 

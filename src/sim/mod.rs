@@ -351,10 +351,16 @@ impl Sim {
                         SyncOutcome::Ok,
                     );
                 }
+                Command::RemovePodContent(c) => {
+                    // what the next relist sees: every container and sandbox gone
+                    let ids = self.runtime.remove(&c.uid).map_or_else(Vec::new, |sp| {
+                        let containers = sp.status.containers.iter().map(|c| c.id.clone());
+                        let sandboxes = sp.status.sandboxes.iter().map(|s| s.id.clone());
+                        containers.chain(sandboxes).collect()
+                    });
+                    self.relist(&c.uid, ids, PlegEventKind::ContainerRemoved);
+                }
                 Command::SyncTerminatedPod(c) => {
-                    if pod::is_deleted(&c.pod) {
-                        self.runtime.remove(&c.uid);
-                    }
                     let outcome = self.maybe_fail(SyncOutcome::Ok);
                     self.finish(cause, c.uid, c.sync_id, WorkType::Terminated, outcome);
                 }

@@ -167,7 +167,6 @@ impl PodWorkers {
                 sync_id,
                 pod: options.pod.clone().expect("config pod"),
                 runtime,
-                remove_runtime: false,
             }),
             WorkType::Terminating | WorkType::TerminatingRuntime => {
                 // acknowledgeTerminating: from here on no container will be started.

@@ -86,7 +86,7 @@ pub struct PodWorkers {
     started_static_pods_by_fullname: BTreeMap<String, Uid>,
     /// Static pods waiting to start, per full name, in arrival order.
     waiting_to_start_static_pods_by_fullname: BTreeMap<String, Vec<Uid>>,
-    /// The id of the last sync command emitted.
+    /// The id of the last sync command emitted (or drawn by `next_sync_id`).
     last_sync_id: u64,
     /// The phase changes of the record being folded (not state; see `phase_log`).
     #[serde(skip)]
@@ -94,6 +94,13 @@ pub struct PodWorkers {
 }
 
 impl PodWorkers {
+    /// A fresh id for a command that is not one of the workers' syncs but reports runtime
+    /// actions like one (`RemovePodContent`): never equal to a sync's id.
+    pub fn next_sync_id(&mut self) -> u64 {
+        self.last_sync_id += 1;
+        self.last_sync_id
+    }
+
     /// The status of `uid`, if the workers know it.
     pub fn status(&self, uid: &Uid) -> Option<&PodSyncStatus> {
         self.statuses.get(uid)

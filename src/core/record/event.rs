@@ -686,6 +686,7 @@ impl Event {
                 | TimerKey::KillDeadline { uid, .. }
                 | TimerKey::BackoffExpiry { uid }
                 | TimerKey::ActiveDeadline { uid }
+                | TimerKey::PodContentRemoval { uid }
                 | TimerKey::Probe { uid, .. } => Some(UidRef::Uid(uid)),
                 TimerKey::Housekeeping
                 | TimerKey::StatusSync
