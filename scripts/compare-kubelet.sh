@@ -29,7 +29,8 @@
 # and p99) and the burst, uses no more CPU or RSS, and every status difference is explained
 # in docs/kubelet-differences.md; 1 otherwise or when the run fails. --status-only runs the
 # status check alone. --keep-cluster leaves the cluster up (its DIR is printed).
-# Needs root (containerd), about 3 GB of memory and 25 minutes on 2 cores.
+# Needs root (containerd), about 3 GB of memory and 11 to 15 minutes on 2 cores once the
+# testbed and cargo caches are built (building the testbed adds about 17 minutes).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
