@@ -540,11 +540,23 @@ fn rt_44_a_removed_pods_content_is_removed_after_it_finishes_and_again_if_left()
     h.submit(added(PodSource::File, &gone));
     h.drain();
     assert_eq!(removals(&h), 0, "running, not finished");
+    // it ran: the runtime shows its exited container and its stopped sandbox
+    let exited = container_status("c1", "app", ContainerState::Exited);
+    let stopped = runtime_pod("gone", "ns", false, None, vec![exited]);
+    h.runtime.insert(uid("gone"), stopped);
     h.submit(removed(PodSource::File, &gone));
     h.drain();
     let kinds = h.sync_kinds("gone");
     assert_eq!(kinds.last(), Some(&WorkType::Terminated));
     assert_eq!(removals(&h), 1, "removed once finished");
+    let last_removal = |h: &Harness| {
+        h.commands.iter().rev().find_map(|(_, c)| match c {
+            Command::RemovePodContent(r) => Some((r.containers.clone(), r.sandboxes.clone())),
+            _ => None,
+        })
+    };
+    let what = (vec!["c1".to_string()], vec!["sb".to_string()]);
+    assert_eq!(last_removal(&h), Some(what), "what the runtime last showed");
     let position = |want: fn(&Command) -> bool| h.commands.iter().position(|(_, c)| want(c));
     let terminated = position(|c| matches!(c, Command::SyncTerminatedPod(_))).unwrap();
     let removal = position(|c| matches!(c, Command::RemovePodContent(_))).unwrap();
@@ -567,6 +579,8 @@ fn rt_44_a_removed_pods_content_is_removed_after_it_finishes_and_again_if_left()
     h.advance(10_000);
     h.fire(key.clone());
     assert_eq!(removals(&h), 2, "what is left is removed again");
+    let what = (vec![], vec!["sb".to_string()]);
+    assert_eq!(last_removal(&h), Some(what));
     // once the runtime has nothing of it, the node stops looking
     h.runtime.remove(&uid("gone"));
     h.respond("gone");

@@ -264,6 +264,10 @@ pub struct RemovePodContentCommand {
     /// Identifies this removal: each removal is a `RuntimeActionFinished` with this as its
     /// `sync_id` (drawn from the pod workers' sync ids, so never one of theirs).
     pub removal_id: u64,
+    /// The containers to remove (all at once), as the runtime last showed them.
+    pub containers: Vec<String>,
+    /// The sandboxes to remove after the containers.
+    pub sandboxes: Vec<String>,
 }
 
 /// Normal or Warning, as Kubernetes Events have it.

@@ -3,8 +3,8 @@
 //! collector.
 //!
 //! Owns which pods' content may go (`ShouldPodContentBeRemoved`), the `RemovePodContent`
-//! command after `SyncTerminatedPod`, and trying again while the runtime still has some of
-//! it. Must not hold up
+//! command after `SyncTerminatedPod` with what the runtime last showed of the pod, and
+//! trying again while the runtime still has some of it. Must not hold up
 //! the pod's final status or its API delete: the removal runs beside them.
 
 use super::command::{Command, RemovePodContentCommand};
@@ -41,19 +41,34 @@ impl Node {
         now: Time,
         out: &mut Vec<Command>,
     ) {
-        let left = self
-            .runtime
-            .entry(uid)
-            .is_some_and(|e| !e.status.is_empty());
-        if left && self.pod_workers.should_pod_be_finished(uid) && self.pod_content_removable(uid) {
+        if self.pod_workers.should_pod_be_finished(uid) && self.pod_content_removable(uid) {
             self.emit_pod_content_removal(uid, now, out);
         }
     }
 
+    /// Removes what the runtime last showed of the pod (nothing to do when it showed
+    /// nothing), and arms the look-again timer.
     fn emit_pod_content_removal(&mut self, uid: &Uid, now: Time, out: &mut Vec<Command>) {
+        let Some(entry) = self.runtime.entry(uid).filter(|e| !e.status.is_empty()) else {
+            return;
+        };
+        let containers = entry
+            .status
+            .containers
+            .iter()
+            .map(|c| c.id.clone())
+            .collect();
+        let sandboxes = entry
+            .status
+            .sandboxes
+            .iter()
+            .map(|s| s.id.clone())
+            .collect();
         out.push(Command::RemovePodContent(RemovePodContentCommand {
             uid: uid.clone(),
             removal_id: self.pod_workers.next_sync_id(),
+            containers,
+            sandboxes,
         }));
         let due = now.plus_ms(self.config.sync_error_backoff_ms);
         let key = TimerKey::PodContentRemoval { uid: uid.clone() };

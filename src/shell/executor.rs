@@ -1254,9 +1254,9 @@ impl Executor {
             .await;
     }
 
-    /// `RemovePodContent`: removes every container of a finished pod at once, then its
-    /// sandboxes (logs stay on disk), each a reported action; what is left after a failure
-    /// is removed when the core looks again.
+    /// `RemovePodContent`: removes the finished pod's containers at once, then its sandboxes
+    /// (logs stay on disk), each a reported action; what is left after a failure is removed
+    /// when the core looks again.
     pub async fn remove_pod_content(self, cmd: RemovePodContentCommand, cause: u64) {
         let step = Step {
             exec: &self,
@@ -1264,38 +1264,21 @@ impl Executor {
             sync_id: cmd.removal_id,
             cause,
         };
-        if let Err(e) = self.remove_runtime_pod(&step, &cmd.uid).await {
-            tracing::warn!(uid = %cmd.uid.as_str(), error = %e, "cannot remove the pod's containers");
-        }
-    }
-
-    /// Removes every container of a terminated pod at once, then its sandboxes, each a
-    /// reported action.
-    async fn remove_runtime_pod(&self, step: &Step<'_>, uid: &Uid) -> Result<(), String> {
-        let status = runtime_view::pod_status(&self.cri, uid)
-            .await
-            .map_err(|e| format!("error reading the pod before removing it: {e}"))?;
         futures::future::join_all(
-            status
-                .containers
+            cmd.containers
                 .iter()
-                .map(|c| self.remove_container(step, &c.id)),
+                .map(|id| self.remove_container(&step, id)),
         )
         .await;
-        for s in &status.sandboxes {
+        for id in &cmd.sandboxes {
             let started = Instant::now();
-            let o = match self.cri.remove_pod_sandbox(&s.id).await {
+            let o = match self.cri.remove_pod_sandbox(id).await {
                 Err(e) if !e.is_not_found() => failed("RemovePodSandboxError", e.to_string()),
                 _ => ok(None, None),
             };
-            step.report(
-                RuntimeAction::RemoveSandbox { id: s.id.clone() },
-                o,
-                started,
-            )
-            .await;
+            step.report(RuntimeAction::RemoveSandbox { id: id.clone() }, o, started)
+                .await;
         }
-        Ok(())
     }
 
     /// Tears the pod's volumes down (its projected volumes are no longer refreshed).

@@ -352,12 +352,9 @@ impl Sim {
                     );
                 }
                 Command::RemovePodContent(c) => {
-                    // what the next relist sees: every container and sandbox gone
-                    let ids = self.runtime.remove(&c.uid).map_or_else(Vec::new, |sp| {
-                        let containers = sp.status.containers.iter().map(|c| c.id.clone());
-                        let sandboxes = sp.status.sandboxes.iter().map(|s| s.id.clone());
-                        containers.chain(sandboxes).collect()
-                    });
+                    // what the next relist sees: what was removed is gone
+                    self.runtime.remove(&c.uid);
+                    let ids = c.containers.into_iter().chain(c.sandboxes).collect();
                     self.relist(&c.uid, ids, PlegEventKind::ContainerRemoved);
                 }
                 Command::SyncTerminatedPod(c) => {
