@@ -371,7 +371,17 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let secure = bind_kubelet_api(&opts, api_client).await?;
     daemon.observe_machine(&opts, &runtime.version, secure.port);
     let health = Arc::new(PlegHealth::new(&opts.pleg));
-    start_sources(&opts, &daemon, &runtime.cri, &health, &report, &shutdown_rx);
+    let (inspections, inspection_requests) = pleg::inspect_requests();
+    daemon.executor = daemon.executor.clone().with_pleg_inspections(inspections);
+    start_sources(
+        &opts,
+        &daemon,
+        &runtime.cri,
+        &health,
+        &report,
+        inspection_requests,
+        &shutdown_rx,
+    );
     let ledger_stream = serve_ledger_stream(&opts, &engine, &shutdown_rx).await?;
     tokio::spawn(crate::shell::container_log_rotation::run(
         runtime.cri.clone(),
@@ -731,6 +741,7 @@ fn start_sources(
     cri: &CriClient,
     health: &Arc<PlegHealth>,
     report: &Report,
+    inspection_requests: mpsc::Receiver<pleg::InspectRequest>,
     shutdown_rx: &watch::Receiver<bool>,
 ) {
     {
@@ -773,6 +784,7 @@ fn start_sources(
         },
         report.clone(),
         health.clone(),
+        inspection_requests,
         shutdown_rx.clone(),
     ));
     if let Some(path) = &opts.pod_manifest_path {

@@ -614,18 +614,19 @@ impl CriClient {
             .map_err(|s| self.rpc_error("GetContainerEvents", s))
     }
 
-    /// containerd's `Subscribe` to the exits of tasks' own processes in the CRI plugin's
-    /// namespace (`k8s.io`): what the PLEG listens to when the runtime has no
-    /// `GetContainerEvents`. A runtime that is not containerd answers `Unimplemented`. The
+    /// containerd's `Subscribe` to task deletes in the CRI plugin's namespace (`k8s.io`):
+    /// what the PLEG listens to when the runtime has no `GetContainerEvents`. containerd
+    /// 1.6's CRI plugin deletes an exited container's task before it shows the exit, so the
+    /// delete, not the exit, is when an inspection can see it. A runtime that is not containerd answers `Unimplemented`. The
     /// call returns when the first event comes: run it on a task of its own.
-    pub async fn subscribe_task_exits(
+    pub async fn subscribe_task_deletes(
         &self,
     ) -> Result<tonic::Streaming<super::containerd_events::Envelope>, CriError> {
         // no deadline: containerd sends the response headers with the first event, which
         // may be a long time coming
         let mut c = self.events.clone();
         let req = super::containerd_events::SubscribeRequest {
-            filters: vec![r#"namespace=="k8s.io",topic=="/tasks/exit""#.to_string()],
+            filters: vec![r#"namespace=="k8s.io",topic=="/tasks/delete""#.to_string()],
         };
         c.subscribe(tonic::Request::new(req))
             .await

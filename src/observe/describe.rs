@@ -35,9 +35,11 @@ pub const COMMANDS_TOTAL: &str = "ledgerlet_commands_total";
 pub const EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL: &str =
     "ledgerlet_evented_pleg_connection_successes_total";
 /// Exits of this node's containers' own processes containerd reported to the PLEG (its
-/// task-exit events, on a containerd without CRI container events): each inspects its pod at
-/// once.
+/// task-delete events, which follow an exit, on a containerd without CRI container events):
+/// each inspects its pod at once.
 pub const PLEG_TASK_EXIT_EVENTS_TOTAL: &str = "ledgerlet_pleg_task_exit_events_total";
+/// Pods the PLEG read from the runtime, by `trigger`.
+pub const PLEG_INSPECTIONS_TOTAL: &str = "ledgerlet_pleg_inspections_total";
 /// The kubelet's `kubelet_evented_pleg_connection_error_count`, renamed for the same reason.
 pub const EVENTED_PLEG_CONNECTION_ERRORS_TOTAL: &str =
     "ledgerlet_evented_pleg_connection_errors_total";
@@ -89,7 +91,7 @@ pub fn describe_all() {
     );
     describe_counter!(
         PLEG_TASK_EXIT_EVENTS_TOTAL,
-        "Exits of this node's containers' own processes containerd reported to the PLEG (task-exit events on a containerd without CRI container events); each inspects its pod at once."
+        "Exits of this node's containers' own processes containerd reported to the PLEG (task-delete events, which follow an exit, on a containerd without CRI container events); each inspects its pod at once."
     );
     describe_counter!(
         EVENTED_PLEG_CONNECTION_SUCCESSES_TOTAL,
@@ -191,6 +193,10 @@ pub fn describe_all() {
     describe_counter!(
         "ledgerlet_pleg_inspect_errors_total",
         "Pod inspections by the PLEG that failed."
+    );
+    describe_counter!(
+        PLEG_INSPECTIONS_TOTAL,
+        "Pods the PLEG read from the runtime, by what asked: relist (a change in the list), task_exit (containerd's delete of an exited task), recheck (again, the exit not yet shown), container_event (the CRI event stream), request (a pod worker's InspectPod)."
     );
     describe_counter!(
         "ledgerlet_manifest_errors_total",

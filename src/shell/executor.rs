@@ -81,6 +81,9 @@ pub struct Executor {
     empty_dirs: super::empty_dir_usage::EmptyDirUsage,
     /// How a sync waits for volumes that fail to set up.
     mount_wait: MountWait,
+    /// The PLEG, which answers `InspectPod` so that one read serves the worker and its
+    /// view; without it (or once it has stopped) the executor reads the pod itself.
+    pleg: Option<tokio::sync::mpsc::Sender<crate::sources::pleg::InspectRequest>>,
 }
 
 /// How a sync waits for the pod's volumes (kubelet `WaitForAttachAndMount`, while the volume
@@ -181,6 +184,7 @@ impl Executor {
             pod_cgroups: true,
             empty_dirs: Default::default(),
             mount_wait: MountWait::default(),
+            pleg: None,
         }
     }
 
@@ -298,8 +302,31 @@ impl Executor {
             .await;
     }
 
-    /// `InspectPod`: reads the pod's runtime status and reports it.
+    /// The same executor handing `InspectPod` to the PLEG through `requests`.
+    pub fn with_pleg_inspections(
+        mut self,
+        requests: tokio::sync::mpsc::Sender<crate::sources::pleg::InspectRequest>,
+    ) -> Executor {
+        self.pleg = Some(requests);
+        self
+    }
+
+    /// `InspectPod`: has the PLEG read the pod's runtime status and report it, and waits
+    /// for the answer; reads and reports it itself when there is no PLEG.
     pub async fn inspect(self, uid: Uid, cause: u64) {
+        if let Some(pleg) = &self.pleg {
+            let (answered, answer) = tokio::sync::oneshot::channel();
+            let request = crate::sources::pleg::InspectRequest {
+                uid: uid.clone(),
+                cause,
+                span: tracing::Span::current(),
+                answered,
+            };
+            // a PLEG that stopped before answering (the node shutting down): read here
+            if pleg.send(request).await.is_ok() && answer.await.is_ok() {
+                return;
+            }
+        }
         let (status, error) = match runtime_view::pod_status(&self.cri, &uid).await {
             Ok(s) if s.is_empty() => (None, None),
             Ok(s) => (Some(Arc::new(s)), None),

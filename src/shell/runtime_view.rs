@@ -127,23 +127,42 @@ fn uid_selector(uid: &str) -> std::collections::HashMap<String, String> {
 }
 
 /// `GetPodStatus`: everything the runtime has for one pod (empty if nothing). A sandbox or
-/// container that disappears between the list and its status call is skipped.
+/// container that disappears between the list and its status call is skipped. The two
+/// lists go out together, then every status call together: an inspection costs two round
+/// trips instead of one per call, which is what a worker waiting on it (and a busy
+/// runtime) notices.
 pub async fn pod_status(cri: &CriClient, uid: &Uid) -> Result<RuntimePodStatus, CriError> {
-    let sandboxes = cri
-        .list_pod_sandbox(Some(v1::PodSandboxFilter {
+    let (sandboxes, containers) = futures::try_join!(
+        cri.list_pod_sandbox(Some(v1::PodSandboxFilter {
             label_selector: uid_selector(uid.as_str()),
             ..Default::default()
-        }))
-        .await?;
+        })),
+        cri.list_containers(Some(v1::ContainerFilter {
+            label_selector: uid_selector(uid.as_str()),
+            ..Default::default()
+        })),
+    )?;
+    let (sandbox_reads, container_reads) = futures::join!(
+        futures::future::join_all(
+            sandboxes
+                .iter()
+                .map(|sb| cri.pod_sandbox_status(&sb.id, false))
+        ),
+        futures::future::join_all(
+            containers
+                .iter()
+                .map(|c| cri.container_status(&c.id, false))
+        ),
+    );
     let mut name = String::new();
     let mut namespace = String::new();
     let mut sbs = Vec::new();
-    for sb in &sandboxes {
+    for (sb, read) in sandboxes.iter().zip(sandbox_reads) {
         if let Some(m) = &sb.metadata {
             name = m.name.clone();
             namespace = m.namespace.clone();
         }
-        match cri.pod_sandbox_status(&sb.id, false).await {
+        match read {
             Ok(resp) => {
                 if let Some(st) = resp.status {
                     let extra = st
@@ -158,14 +177,8 @@ pub async fn pod_status(cri: &CriClient, uid: &Uid) -> Result<RuntimePodStatus, 
             Err(e) => return Err(e),
         }
     }
-    let containers = cri
-        .list_containers(Some(v1::ContainerFilter {
-            label_selector: uid_selector(uid.as_str()),
-            ..Default::default()
-        }))
-        .await?;
     let mut cs = Vec::new();
-    for c in &containers {
+    for (c, read) in containers.iter().zip(container_reads) {
         if name.is_empty() {
             name = c.labels.get(POD_NAME_LABEL).cloned().unwrap_or_default();
             namespace = c
@@ -174,7 +187,7 @@ pub async fn pod_status(cri: &CriClient, uid: &Uid) -> Result<RuntimePodStatus, 
                 .cloned()
                 .unwrap_or_default();
         }
-        match cri.container_status(&c.id, false).await {
+        match read {
             Ok(resp) => {
                 if let Some(st) = resp.status {
                     let mut status = container_status(&st);

@@ -175,6 +175,33 @@ impl PlegHealth {
     }
 }
 
+/// A pod worker's request for a fresh read of its pod (`InspectPod`), answered by the PLEG
+/// so that the read also becomes its view: the next relist does not read the same change
+/// again, and the events of what changed go out with the answer. The kubelet's pod worker
+/// waits for the next relist instead (`podCache.GetNewerThan`), up to a relist period.
+#[derive(Debug)]
+pub struct InspectRequest {
+    /// The pod to read.
+    pub uid: Uid,
+    /// The record whose command asked: the answer's cause.
+    pub cause: u64,
+    /// The command's span: the answer's record is its child.
+    pub span: tracing::Span,
+    /// Told once the answer is with the engine.
+    pub answered: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Requests waiting for the PLEG at most; past it, the executor's command waits.
+pub const INSPECT_REQUESTS_BUFFERED: usize = 256;
+
+/// The channel `InspectPod` commands reach the PLEG by.
+pub fn inspect_requests() -> (
+    tokio::sync::mpsc::Sender<InspectRequest>,
+    tokio::sync::mpsc::Receiver<InspectRequest>,
+) {
+    tokio::sync::mpsc::channel(INSPECT_REQUESTS_BUFFERED)
+}
+
 fn listed(status: &RuntimePodStatus) -> ListedPod {
     ListedPod {
         sandboxes: status
@@ -221,90 +248,194 @@ impl Pleg {
             .map(|(uid, _)| uid.clone())
     }
 
-    /// Containers (or sandboxes) whose own process exited, by containerd's task-exit
-    /// events, each with its attempt: their pods are inspected at once, together; an exit of a
-    /// container the last view does not know of starts a relist. containerd's CRI plugin
-    /// applies an exit to what it answers a moment after the event: while the inspection
-    /// still shows the container running, it is inspected again [`EXIT_RECHECK`] later, at
-    /// most [`EXIT_RECHECKS`] times (then the relist sees it). Returns false if the engine has
-    /// stopped.
+    /// Containers (or sandboxes) whose own process exited, by containerd's task deletes,
+    /// each with its attempt. An exit of a container the last view does not know of starts
+    /// a relist. containerd's CRI plugin applies an exit to what it answers a moment after
+    /// the delete event (it still shuts the task's shim down), so each exit the view still
+    /// shows running is first checked with one status call; the pods whose exits show are
+    /// inspected at once, together, and an exit not yet shown is checked again
+    /// [`EXIT_RECHECK`] later, at most [`EXIT_RECHECKS`] times (then the relist sees it).
+    /// Returns false if the engine has stopped.
     async fn on_task_exits(&mut self, exits: Vec<(String, u32)>) -> bool {
-        let mut uids: Vec<Uid> = Vec::new();
-        let mut unknown = false;
-        for (id, attempt) in &exits {
-            match self.pod_of(id) {
-                Some(uid) => {
-                    if *attempt == 0 {
-                        metrics::counter!(crate::observe::describe::PLEG_TASK_EXIT_EVENTS_TOTAL)
-                            .increment(1);
-                    }
-                    if !uids.contains(&uid) {
-                        uids.push(uid);
-                    }
-                }
-                // another node's container on a shared containerd, or one this node started
-                // since its last relist
-                None => unknown |= *attempt == 0,
-            }
-        }
+        // another node's container on a shared containerd, or one this node started since
+        // its last relist
+        let unknown = exits
+            .iter()
+            .any(|(id, attempt)| *attempt == 0 && self.pod_of(id).is_none());
         if unknown && !self.relist().await {
             return false;
         }
-        if !self.inspect_all(&uids).await {
-            return false;
-        }
+        let mut pending: Vec<(String, u32, Uid)> = Vec::new();
         for (id, attempt) in exits {
             let Some(uid) = self.pod_of(&id) else {
                 continue;
             };
-            let applied = self.previous.get(&uid).is_none_or(|p| {
-                p.containers.get(&id) != Some(&ContainerState::Running)
-                    && p.sandboxes.get(&id) != Some(&true)
+            if attempt == 0 {
+                metrics::counter!(crate::observe::describe::PLEG_TASK_EXIT_EVENTS_TOTAL)
+                    .increment(1);
+            }
+            let running = self.previous.get(&uid).is_some_and(|p| {
+                p.containers.get(&id) == Some(&ContainerState::Running)
+                    || p.sandboxes.get(&id) == Some(&true)
             });
-            if !applied && attempt < EXIT_RECHECKS && self.rechecks.len() < TASK_EXITS_BUFFERED {
+            // else the relist that started above, or an earlier one, has reported it
+            if running {
+                pending.push((id, attempt, uid));
+            }
+        }
+        let shown = futures::future::join_all(
+            (pending.iter()).map(|(id, _, uid)| self.exit_shown(uid, id)),
+        )
+        .await;
+        let mut uids: Vec<Uid> = Vec::new();
+        for ((id, attempt, uid), shown) in pending.into_iter().zip(shown) {
+            tracing::debug!(container_id = %id, attempt, shown, "PLEG: checked a deleted task");
+            if shown {
+                if !uids.contains(&uid) {
+                    uids.push(uid);
+                }
+            } else if attempt < EXIT_RECHECKS && self.rechecks.len() < TASK_EXITS_BUFFERED {
                 self.rechecks
                     .push_back((Instant::now() + EXIT_RECHECK, id, attempt + 1));
             }
         }
-        true
+        self.inspect_all(&uids, "task_exit").await
+    }
+
+    /// Whether the runtime already shows the end of container or sandbox `id` of pod `uid`,
+    /// by one status call. An error counts as shown: the pod's inspection reports it.
+    async fn exit_shown(&self, uid: &Uid, id: &str) -> bool {
+        use crate::cri::v1;
+        let sandbox = (self.previous.get(uid)).is_some_and(|p| p.sandboxes.contains_key(id));
+        if sandbox {
+            let ready = v1::PodSandboxState::SandboxReady as i32;
+            match self.cri.pod_sandbox_status(id, false).await {
+                Ok(r) => r.status.is_none_or(|s| s.state != ready),
+                Err(_) => true,
+            }
+        } else {
+            let running = v1::ContainerState::ContainerRunning as i32;
+            match self.cri.container_status(id, false).await {
+                Ok(r) => r.status.is_none_or(|s| s.state != running),
+                Err(_) => true,
+            }
+        }
     }
 
     /// Inspects one pod and reports its status and the events since the previous view.
     /// Returns false if the engine has stopped.
     async fn inspect_and_report(&mut self, uid: &Uid) -> bool {
-        self.inspect_all(std::slice::from_ref(uid)).await
+        self.inspect_all(std::slice::from_ref(uid), "container_event")
+            .await
     }
 
     /// Inspects the pods, at most [`INSPECTIONS_AT_ONCE`] at a time (the runtime answers
     /// them in parallel), and reports each in the order given. Returns false if the engine
     /// has stopped.
-    async fn inspect_all(&mut self, uids: &[Uid]) -> bool {
-        use futures::StreamExt;
+    async fn inspect_all(&mut self, uids: &[Uid], trigger: &'static str) -> bool {
         // what the answers are at least as fresh as: a relist can take a while, and a sync
         // can finish (and be folded) between a read and its record
         let read_after_seq = Some(self.report.folded_seq());
-        let reads: Vec<_> = futures::stream::iter(uids.to_vec())
-            .map(|uid| {
-                let cri = self.cri.clone();
-                async move { runtime_view::pod_status(&cri, &uid).await }
-            })
-            .buffered(INSPECTIONS_AT_ONCE)
-            .collect()
-            .await;
+        let reads = self.read_all(uids, trigger).await;
         for (uid, read) in uids.iter().zip(reads) {
-            if !self.report_inspection(uid, read, read_after_seq).await {
+            if !self
+                .report_inspection(uid, read, read_after_seq, None)
+                .await
+            {
                 return false;
             }
         }
         true
     }
 
+    /// Answers pod workers' requests: each pod is read once, at most
+    /// [`INSPECTIONS_AT_ONCE`] at a time, and every request gets its own answer, reported
+    /// even when nothing changed (the worker waits for a read newer than its last sync).
+    /// Returns false if the engine has stopped.
+    async fn answer(&mut self, requests: Vec<InspectRequest>) -> bool {
+        let mut uids: Vec<Uid> = Vec::new();
+        for r in &requests {
+            if !uids.contains(&r.uid) {
+                uids.push(r.uid.clone());
+            }
+        }
+        let folded = self.report.folded_seq();
+        let reads: BTreeMap<Uid, Result<RuntimePodStatus, String>> = uids
+            .iter()
+            .cloned()
+            .zip(self.read_all(&uids, "request").await)
+            .collect();
+        for request in requests {
+            let Some(read) = reads.get(&request.uid).cloned() else {
+                continue;
+            };
+            // the request was sent after its cause was folded, and the read began after
+            // the request came
+            let read_after_seq = Some(folded.max(request.cause));
+            let uid = request.uid.clone();
+            if !self
+                .report_inspection(&uid, read, read_after_seq, Some(request))
+                .await
+            {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Reads the pods' runtime status, at most [`INSPECTIONS_AT_ONCE`] at a time, counting
+    /// them by what asked (`trigger`).
+    async fn read_all(
+        &self,
+        uids: &[Uid],
+        trigger: &'static str,
+    ) -> Vec<Result<RuntimePodStatus, String>> {
+        use futures::StreamExt;
+        metrics::counter!(crate::observe::describe::PLEG_INSPECTIONS_TOTAL, "trigger" => trigger)
+            .increment(uids.len() as u64);
+        futures::stream::iter(uids.to_vec())
+            .map(|uid| {
+                let cri = self.cri.clone();
+                async move {
+                    runtime_view::pod_status(&cri, &uid)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            })
+            .buffered(INSPECTIONS_AT_ONCE)
+            .collect()
+            .await
+    }
+
+    /// Sends a status observation: as the answer to `request` (its cause, inside its
+    /// span) when there is one.
+    async fn send_observed(
+        &self,
+        observed: RuntimeStatusObserved,
+        request: Option<InspectRequest>,
+    ) -> bool {
+        use tracing::Instrument;
+        let event = Event::RuntimeStatusObserved(observed);
+        let Some(request) = request else {
+            return self.send(event).await;
+        };
+        let sent = self
+            .report
+            .send(event, Some(request.cause))
+            .instrument(request.span)
+            .await;
+        let _ = request.answered.send(());
+        sent
+    }
+
     /// Reports one pod's inspection: its status and the events since the previous view.
+    /// An unchanged status is reported only as the answer to a request.
     async fn report_inspection(
         &mut self,
         uid: &Uid,
-        read: Result<RuntimePodStatus, crate::cri::CriError>,
+        read: Result<RuntimePodStatus, String>,
         read_after_seq: Option<u64>,
+        request: Option<InspectRequest>,
     ) -> bool {
         match read {
             Ok(status) => {
@@ -315,7 +446,7 @@ impl Pleg {
                     Some(r) => **r == status,
                     None => status.is_empty() && old.is_none(),
                 };
-                if !(unchanged && events.is_empty()) {
+                if !(unchanged && events.is_empty()) || request.is_some() {
                     let status = if status.is_empty() {
                         self.reported.remove(uid);
                         None
@@ -330,7 +461,7 @@ impl Pleg {
                         error: None,
                         read_after_seq,
                     };
-                    if !self.send(Event::RuntimeStatusObserved(observed)).await {
+                    if !self.send_observed(observed, request).await {
                         return false;
                     }
                 }
@@ -351,16 +482,16 @@ impl Pleg {
                 }
                 self.reinspect.remove(uid);
             }
-            Err(e) => {
+            Err(error) => {
                 metrics::counter!("ledgerlet_pleg_inspect_errors_total").increment(1);
                 self.reported.remove(uid);
                 let observed = RuntimeStatusObserved {
                     uid: uid.clone(),
                     status: None,
-                    error: Some(e.to_string()),
+                    error: Some(error),
                     read_after_seq,
                 };
-                if !self.send(Event::RuntimeStatusObserved(observed)).await {
+                if !self.send_observed(observed, request).await {
                     return false;
                 }
                 self.reinspect.insert(uid.clone());
@@ -396,7 +527,7 @@ impl Pleg {
             }
         }
         let changed: Vec<Uid> = changed.into_iter().collect();
-        if !self.inspect_all(&changed).await {
+        if !self.inspect_all(&changed, "relist").await {
             return false;
         }
         let running_pods = current
@@ -430,6 +561,7 @@ pub async fn run(
     opts: PlegOptions,
     report: Report,
     health: Arc<PlegHealth>,
+    mut requests: tokio::sync::mpsc::Receiver<InspectRequest>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut pleg = Pleg {
@@ -531,6 +663,17 @@ pub async fn run(
                 }
                 if !pleg.on_task_exits(batch).await { return; }
             }
+            Some(request) = requests.recv() => {
+                // the requests already waiting go with it
+                let mut batch = vec![request];
+                while batch.len() < INSPECT_REQUESTS_BUFFERED {
+                    match requests.try_recv() {
+                        Ok(r) => batch.push(r),
+                        Err(_) => break,
+                    }
+                }
+                if !pleg.answer(batch).await { return; }
+            }
             _ = next_recheck(&pleg.rechecks) => {
                 let now = Instant::now();
                 let mut batch = Vec::new();
@@ -585,10 +728,11 @@ fn mode_gauge(evented: bool) {
 /// Pods the PLEG asks the runtime about at once (a relist after a burst, several exits).
 const INSPECTIONS_AT_ONCE: usize = 8;
 
-/// How long after an inspection that did not yet show a task exit the pod is inspected again.
+/// How long after a status call that did not yet show a task's exit it is asked again.
 const EXIT_RECHECK: Duration = Duration::from_millis(20);
-/// How many times at most.
-const EXIT_RECHECKS: u32 = 10;
+/// How many times at most: containerd 1.6 shows an exit up to about 200 ms after the task's
+/// delete on a busy node; past this the next relist (within a second) sees it.
+const EXIT_RECHECKS: u32 = 25;
 
 async fn next_recheck(rechecks: &std::collections::VecDeque<(Instant, String, u32)>) {
     match rechecks.front() {
@@ -608,19 +752,22 @@ async fn next_task_exit(exits: &mut Option<tokio::sync::mpsc::Receiver<String>>)
     }
 }
 
-/// The container whose own process an event says exited (`None` for an exec'd process: a
-/// probe or `kubectl exec`, which change nothing the PLEG reports).
-fn own_process_exit(e: &crate::cri::containerd_events::Envelope) -> Option<String> {
+/// The container whose own process an event says was deleted after its exit (`None` for an
+/// exec'd process: a probe or `kubectl exec`, which change nothing the PLEG reports).
+fn own_process_deleted(e: &crate::cri::containerd_events::Envelope) -> Option<String> {
     use prost::Message;
     let any = e.event.as_ref()?;
-    if !any.type_url.ends_with("containerd.events.TaskExit") {
+    if !any.type_url.ends_with("containerd.events.TaskDelete") {
         return None;
     }
-    let exit = crate::cri::containerd_events::TaskExit::decode(any.value.as_slice()).ok()?;
-    (exit.id == exit.container_id).then_some(exit.container_id)
+    let delete = crate::cri::containerd_events::TaskDelete::decode(any.value.as_slice()).ok()?;
+    (delete.id.is_empty() || delete.id == delete.container_id).then_some(delete.container_id)
 }
 
-/// Forwards containerd's task exits to the PLEG (PL-13), subscribing again `retry` after the
+/// Forwards the exits of containers' own processes to the PLEG (PL-13), as containerd's task
+/// deletes: the CRI plugin of containerd 1.6 applies an exit to its answers only after it
+/// deleted the task, 100–200 ms after the exit on a busy node, so inspecting at the exit
+/// itself would read the container still running. Subscribes again `retry` after the
 /// stream breaks, until the runtime says it has no such service (not containerd) or the PLEG
 /// is gone.
 async fn forward_task_exits(
@@ -629,16 +776,16 @@ async fn forward_task_exits(
     retry: Duration,
 ) {
     loop {
-        match cri.subscribe_task_exits().await {
+        match cri.subscribe_task_deletes().await {
             Ok(mut events) => {
                 tracing::info!(
                     endpoint = cri.endpoint(),
-                    "PLEG: containerd's task-exit events inspect an exited container's pod at once"
+                    "PLEG: containerd's task-exit events (task deletes) inspect an exited container's pod at once"
                 );
                 loop {
                     match events.message().await {
                         Ok(Some(e)) => {
-                            if let Some(id) = own_process_exit(&e) {
+                            if let Some(id) = own_process_deleted(&e) {
                                 if tx.is_closed() {
                                     return;
                                 }
@@ -727,6 +874,43 @@ mod tests {
     fn pl_10_a_pleg_that_never_relisted_is_unhealthy() {
         let h = PlegHealth::new(&PlegOptions::default());
         assert_eq!(h.check_at(5), Err("pleg has yet to be successful".into()));
+    }
+
+    fn envelope(type_name: &str, value: Vec<u8>) -> crate::cri::containerd_events::Envelope {
+        crate::cri::containerd_events::Envelope {
+            event: Some(crate::cri::containerd_events::Any {
+                type_url: format!("containerd.events.{type_name}"),
+                value,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pl_13_a_containers_own_task_delete_names_it_and_an_exec_or_an_exit_does_not() {
+        use crate::cri::containerd_events::{TaskDelete, TaskExit};
+        use prost::Message;
+        let delete = |id: &str| {
+            let d = TaskDelete {
+                container_id: "c1".into(),
+                id: id.into(),
+                ..Default::default()
+            };
+            envelope("TaskDelete", d.encode_to_vec())
+        };
+        assert_eq!(own_process_deleted(&delete("")), Some("c1".into()));
+        assert_eq!(own_process_deleted(&delete("c1")), Some("c1".into()));
+        assert_eq!(own_process_deleted(&delete("exec-7")), None);
+        // the exit itself comes before the CRI plugin shows it: not a trigger
+        let exit = TaskExit {
+            container_id: "c1".into(),
+            id: "c1".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            own_process_deleted(&envelope("TaskExit", exit.encode_to_vec())),
+            None
+        );
     }
 
     /// Why `PlegOptions::validate` refuses the defaults changed by `change`.
