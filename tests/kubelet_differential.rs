@@ -33,7 +33,7 @@ fn sb_01_the_same_pod_specs_end_in_the_same_api_status_as_on_the_real_kubelet() 
         differential::SMOKE.len(),
         "every smoke spec exists"
     );
-    let (differences, _) = admin.run(async {
+    let differences = admin.run(async {
         let ns: Namespace =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "differential"}}))
                 .unwrap();

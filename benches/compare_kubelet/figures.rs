@@ -147,6 +147,14 @@ impl Report {
         .collect()
     }
 
+    /// The steady-state figures the bench judges: the agent's CPU and mean RSS (the others
+    /// are information).
+    fn judged_steady_figures(&self) -> Vec<(&'static str, f64, f64)> {
+        let mut figures = self.steady_figures();
+        figures.truncate(2);
+        figures
+    }
+
     fn unexplained(&self) -> Vec<&Difference> {
         self.differences
             .iter()
@@ -169,7 +177,7 @@ impl Report {
                 }
             }
         }
-        for (name, l, k) in self.steady_figures().into_iter().take(2) {
+        for (name, l, k) in self.judged_steady_figures() {
             if !no_worse(l, k) {
                 out.push(format!(
                     "steady state {name}: ledgerlet {l:.3}, kubelet {k:.3}"
@@ -205,7 +213,7 @@ impl Report {
                 1.0,
             ));
         }
-        for (name, l, k) in self.steady_figures().into_iter().take(2) {
+        for (name, l, k) in self.judged_steady_figures() {
             out.push((format!("steady {name}"), ratio(k, l), 2.0));
         }
         out
@@ -328,7 +336,7 @@ impl Report {
                 ));
             }
         }
-        for (n, l, k) in self.steady_figures().into_iter().take(2) {
+        for (n, l, k) in self.judged_steady_figures() {
             parts.push(format!(
                 "{} {:.2}×",
                 n.split(',').next().unwrap_or(n),

@@ -426,7 +426,7 @@ impl Bench {
     pub async fn differential(&self) -> Vec<differential::Difference> {
         let all = differential::all();
         let specs: Vec<&differential::Spec> = all.iter().collect();
-        let (differences, _) = differential::run(
+        let differences = differential::run(
             self.client.clone(),
             &self.ns,
             &specs,

@@ -312,7 +312,7 @@ pub async fn run(
     ledgerlet_node: &str,
     kubelet_node: &str,
     timeout: Duration,
-) -> (Vec<Difference>, Vec<(&'static str, Observed, Observed)>) {
+) -> Vec<Difference> {
     let mut runs = Vec::new();
     for spec in specs {
         for (suffix, node) in [("l", ledgerlet_node), ("k", kubelet_node)] {
@@ -323,14 +323,12 @@ pub async fn run(
     }
     let mut observed = futures::future::join_all(runs).await.into_iter();
     let mut differences = Vec::new();
-    let mut pairs = Vec::new();
     for spec in specs {
         let l = observed.next().unwrap();
         let k = observed.next().unwrap();
         differences.extend(compare(spec.name, &l, &k));
-        pairs.push((spec.name, l, k));
     }
-    (differences, pairs)
+    differences
 }
 
 /// Every field that differs between the two observations of `spec`.

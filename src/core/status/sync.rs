@@ -28,12 +28,10 @@ use crate::core::record::Time;
 /// What started a sync pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SyncTrigger {
-    /// A status changed (`podStatusChannel`): sync every pod the API server lags behind,
-    /// except those whose last attempt failed with the version they still have.
+    /// A status changed (`podStatusChannel`), or a sync ended and freed a slot: sync every
+    /// pod the API server lags behind, except those whose last attempt failed with the
+    /// version they still have.
     Changed,
-    /// A sync ended and freed a slot: start pods that were waiting for one (with the same
-    /// exception).
-    SlotFreed,
     /// The periodic full pass (`syncBatch(true)`).
     Periodic,
 }
@@ -190,7 +188,7 @@ impl Node {
                 continue; // a static pod without a mirror yet
             };
             match trigger {
-                SyncTrigger::Changed | SyncTrigger::SlotFreed => {
+                SyncTrigger::Changed => {
                     let behind = self
                         .statuses
                         .api_version(&api_uid)
@@ -284,7 +282,7 @@ impl Node {
         let inflight = self.statuses.in_flight.remove(&f.uid).expect("checked");
         if inflight.orphaned {
             // the status it carried was deleted meanwhile
-            self.status_sync_batch(SyncTrigger::SlotFreed, out);
+            self.status_sync_batch(SyncTrigger::Changed, out);
             return;
         }
         match &f.outcome {
@@ -310,6 +308,6 @@ impl Node {
                 // else the node learnt of a new mirror meanwhile: the next pass uses it
             }
         }
-        self.status_sync_batch(SyncTrigger::SlotFreed, out);
+        self.status_sync_batch(SyncTrigger::Changed, out);
     }
 }

@@ -191,7 +191,8 @@ pub struct InspectRequest {
     pub answered: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Requests waiting for the PLEG at most; past it, the executor's command waits.
+/// Requests waiting for the PLEG, or read and not yet reported, at most; past it, the
+/// executor's command waits.
 pub const INSPECT_REQUESTS_BUFFERED: usize = 256;
 
 /// The channel `InspectPod` commands reach the PLEG by.
@@ -232,9 +233,37 @@ struct Pleg {
     node_name: String,
     /// Task exits to inspect again (due, container ID, attempt), in due order.
     rechecks: std::collections::VecDeque<(Instant, String, u32)>,
+    /// The ticket of the newest read begun (each read of the runtime takes the next one as it
+    /// begins).
+    last_ticket: u64,
+    /// The ticket of the read each pod's view comes from: a read that began before it (a
+    /// worker's request answered late) must not take the view back.
+    view_ticket: BTreeMap<Uid, u64>,
+    /// The tickets at the start of the last [`TICKETS_KEPT_RELISTS`] relists: the view
+    /// tickets of pods gone for longer are forgotten.
+    relist_tickets: std::collections::VecDeque<u64>,
 }
 
+/// A worker's request, read apart from the PLEG's loop, back for reporting.
+struct Answered {
+    request: InspectRequest,
+    /// The ticket taken when the request came (at or before the read began).
+    ticket: u64,
+    /// The newest record folded when the read began.
+    folded: u64,
+    read: Result<RuntimePodStatus, String>,
+}
+
+/// How many relists a gone pod's view ticket outlives.
+const TICKETS_KEPT_RELISTS: usize = 10;
+
 impl Pleg {
+    /// The ticket of a read that begins now.
+    fn take_ticket(&mut self) -> u64 {
+        self.last_ticket += 1;
+        self.last_ticket
+    }
+
     /// Sends `event` to the engine; false if it has stopped.
     async fn send(&self, event: Event) -> bool {
         self.report.send(event, None).await
@@ -336,10 +365,11 @@ impl Pleg {
         // what the answers are at least as fresh as: a relist can take a while, and a sync
         // can finish (and be folded) between a read and its record
         let read_after_seq = Some(self.report.folded_seq());
+        let ticket = self.take_ticket();
         let reads = self.read_all(uids, trigger).await;
         for (uid, read) in uids.iter().zip(reads) {
             if !self
-                .report_inspection(uid, read, read_after_seq, None)
+                .report_inspection(uid, read, read_after_seq, None, ticket)
                 .await
             {
                 return false;
@@ -348,39 +378,22 @@ impl Pleg {
         true
     }
 
-    /// Answers pod workers' requests: each pod is read once, at most
-    /// [`INSPECTIONS_AT_ONCE`] at a time, and every request gets its own answer, reported
-    /// even when nothing changed (the worker waits for a read newer than its last sync).
-    /// Returns false if the engine has stopped.
-    async fn answer(&mut self, requests: Vec<InspectRequest>) -> bool {
-        let mut uids: Vec<Uid> = Vec::new();
-        for r in &requests {
-            if !uids.contains(&r.uid) {
-                uids.push(r.uid.clone());
-            }
-        }
-        let folded = self.report.folded_seq();
-        let reads: BTreeMap<Uid, Result<RuntimePodStatus, String>> = uids
-            .iter()
-            .cloned()
-            .zip(self.read_all(&uids, "request").await)
-            .collect();
-        for request in requests {
-            let Some(read) = reads.get(&request.uid).cloned() else {
-                continue;
-            };
-            // the request was sent after its cause was folded, and the read began after
-            // the request came
-            let read_after_seq = Some(folded.max(request.cause));
-            let uid = request.uid.clone();
-            if !self
-                .report_inspection(&uid, read, read_after_seq, Some(request))
-                .await
-            {
-                return false;
-            }
-        }
-        true
+    /// Reports a pod worker's request, read apart from the loop: always, even when nothing
+    /// changed (the worker waits for a read newer than its last sync). Returns false if the
+    /// engine has stopped.
+    async fn answer(&mut self, answered: Answered) -> bool {
+        let Answered {
+            request,
+            ticket,
+            folded,
+            read,
+        } = answered;
+        // the request was sent after its cause was folded, and the read began after the
+        // request came
+        let read_after_seq = Some(folded.max(request.cause));
+        let uid = request.uid.clone();
+        self.report_inspection(&uid, read, read_after_seq, Some(request), ticket)
+            .await
     }
 
     /// Reads the pods' runtime status, at most [`INSPECTIONS_AT_ONCE`] at a time, counting
@@ -428,15 +441,34 @@ impl Pleg {
         sent
     }
 
-    /// Reports one pod's inspection: its status and the events since the previous view.
-    /// An unchanged status is reported only as the answer to a request.
+    /// Reports one pod's inspection, read with `ticket`: its status and the events since the
+    /// previous view. An unchanged status is reported only as the answer to a request. A
+    /// read that began before the one the view comes from changes nothing: as an answer it
+    /// is reported as it is (the core keeps the fresher cache entry), else dropped.
     async fn report_inspection(
         &mut self,
         uid: &Uid,
         read: Result<RuntimePodStatus, String>,
         read_after_seq: Option<u64>,
         request: Option<InspectRequest>,
+        ticket: u64,
     ) -> bool {
+        if self.view_ticket.get(uid).is_some_and(|&t| t > ticket) {
+            let Some(request) = request else {
+                return true;
+            };
+            let (status, error) = match read {
+                Ok(s) => ((!s.is_empty()).then(|| Arc::new(s)), None),
+                Err(e) => (None, Some(e)),
+            };
+            let observed = RuntimeStatusObserved {
+                uid: uid.clone(),
+                status,
+                error,
+                read_after_seq,
+            };
+            return self.send_observed(observed, Some(request)).await;
+        }
         match read {
             Ok(status) => {
                 let new = listed(&status);
@@ -480,6 +512,7 @@ impl Pleg {
                 } else {
                     self.previous.insert(uid.clone(), new);
                 }
+                self.view_ticket.insert(uid.clone(), ticket);
                 self.reinspect.remove(uid);
             }
             Err(error) => {
@@ -508,6 +541,14 @@ impl Pleg {
                 .record(started.duration_since(last).as_secs_f64());
         }
         self.last_relist = Some(started);
+        self.relist_tickets.push_back(self.last_ticket);
+        if self.relist_tickets.len() > TICKETS_KEPT_RELISTS {
+            if let Some(oldest) = self.relist_tickets.pop_front() {
+                let previous = &self.previous;
+                self.view_ticket
+                    .retain(|uid, t| *t >= oldest || previous.contains_key(uid));
+            }
+        }
         let current = match runtime_view::list_pods(&self.cri, &self.node_name).await {
             Ok(c) => c,
             Err(e) => {
@@ -574,7 +615,14 @@ pub async fn run(
         last_relist: None,
         node_name: opts.node_name.clone(),
         rechecks: Default::default(),
+        last_ticket: 0,
+        view_ticket: BTreeMap::new(),
+        relist_tickets: Default::default(),
     };
+    // workers' requests are read apart from the loop, so that none waits for a relist
+    let (answers, mut answered) = tokio::sync::mpsc::channel::<Answered>(INSPECT_REQUESTS_BUFFERED);
+    let reads_at_once = Arc::new(tokio::sync::Semaphore::new(INSPECTIONS_AT_ONCE));
+    let mut requests_in_flight = 0usize;
     let mut stream: Option<tonic::Streaming<crate::cri::v1::ContainerEventResponse>> = None;
     let mut next_stream_attempt = Instant::now();
     let mut next_relist = Instant::now();
@@ -663,16 +711,27 @@ pub async fn run(
                 }
                 if !pleg.on_task_exits(batch).await { return; }
             }
-            Some(request) = requests.recv() => {
-                // the requests already waiting go with it
-                let mut batch = vec![request];
-                while batch.len() < INSPECT_REQUESTS_BUFFERED {
-                    match requests.try_recv() {
-                        Ok(r) => batch.push(r),
-                        Err(_) => break,
-                    }
-                }
-                if !pleg.answer(batch).await { return; }
+            Some(request) = requests.recv(), if requests_in_flight < INSPECT_REQUESTS_BUFFERED => {
+                requests_in_flight += 1;
+                let ticket = pleg.take_ticket();
+                let cri = cri.clone();
+                let report = pleg.report.clone();
+                let answers = answers.clone();
+                let permits = reads_at_once.clone();
+                tokio::spawn(async move {
+                    let _permit = permits.acquire_owned().await;
+                    metrics::counter!(crate::observe::describe::PLEG_INSPECTIONS_TOTAL, "trigger" => "request")
+                        .increment(1);
+                    let folded = report.folded_seq();
+                    let read = runtime_view::pod_status(&cri, &request.uid)
+                        .await
+                        .map_err(|e| e.to_string());
+                    let _ = answers.send(Answered { request, ticket, folded, read }).await;
+                });
+            }
+            Some(a) = answered.recv() => {
+                requests_in_flight -= 1;
+                if !pleg.answer(a).await { return; }
             }
             _ = next_recheck(&pleg.rechecks) => {
                 let now = Instant::now();
