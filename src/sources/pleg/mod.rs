@@ -312,10 +312,8 @@ impl Pleg {
                 pending.push((id, attempt, uid));
             }
         }
-        let shown = futures::future::join_all(
-            (pending.iter()).map(|(id, _, uid)| self.exit_shown(uid, id)),
-        )
-        .await;
+        let checks = pending.iter().map(|(id, _, uid)| self.exit_shown(uid, id));
+        let shown = futures::future::join_all(checks).await;
         let mut uids: Vec<Uid> = Vec::new();
         for ((id, attempt, uid), shown) in pending.into_iter().zip(shown) {
             tracing::debug!(container_id = %id, attempt, shown, "PLEG: checked a deleted task");
@@ -335,7 +333,8 @@ impl Pleg {
     /// by one status call. An error counts as shown: the pod's inspection reports it.
     async fn exit_shown(&self, uid: &Uid, id: &str) -> bool {
         use crate::cri::v1;
-        let sandbox = (self.previous.get(uid)).is_some_and(|p| p.sandboxes.contains_key(id));
+        let view = self.previous.get(uid);
+        let sandbox = view.is_some_and(|p| p.sandboxes.contains_key(id));
         if sandbox {
             let ready = v1::PodSandboxState::SandboxReady as i32;
             match self.cri.pod_sandbox_status(id, false).await {
@@ -409,11 +408,7 @@ impl Pleg {
         futures::stream::iter(uids.to_vec())
             .map(|uid| {
                 let cri = self.cri.clone();
-                async move {
-                    runtime_view::pod_status(&cri, &uid)
-                        .await
-                        .map_err(|e| e.to_string())
-                }
+                async move { read_pod(&cri, &uid).await }
             })
             .buffered(INSPECTIONS_AT_ONCE)
             .collect()
@@ -723,9 +718,7 @@ pub async fn run(
                     metrics::counter!(crate::observe::describe::PLEG_INSPECTIONS_TOTAL, "trigger" => "request")
                         .increment(1);
                     let folded = report.folded_seq();
-                    let read = runtime_view::pod_status(&cri, &request.uid)
-                        .await
-                        .map_err(|e| e.to_string());
+                    let read = read_pod(&cri, &request.uid).await;
                     let _ = answers.send(Answered { request, ticket, folded, read }).await;
                 });
             }
@@ -775,6 +768,13 @@ pub async fn run(
             }
         }
     }
+}
+
+/// One pod's runtime status, its error as text (what a `RuntimeStatusObserved` carries).
+async fn read_pod(cri: &CriClient, uid: &Uid) -> Result<RuntimePodStatus, String> {
+    runtime_view::pod_status(cri, uid)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// `ledgerlet_pleg_mode`: 1 for the mode in use, 0 for the other.
