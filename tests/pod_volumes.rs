@@ -265,15 +265,15 @@ fn a_host_path_directory_that_is_missing_keeps_the_pod_creating_with_failed_moun
         dir.display()
     );
     assert_eq!(event.message.as_deref(), Some(message.as_str()));
-    let waiting = admin.run(pods.get("hostpath-waits")).unwrap();
+    // the event and the status are separate writes, in no set order: wait for the status
+    let waiting = admin.wait_for("the container waiting in ContainerCreating", 30, |k| {
+        let p = k.run(pods.get("hostpath-waits")).ok()?;
+        let creating = main_status(&p)
+            .and_then(|s| s.state.as_ref()?.waiting.as_ref()?.reason.clone())
+            .is_some_and(|r| r == "ContainerCreating");
+        creating.then_some(p)
+    });
     assert_eq!(phase(&waiting), Some("Pending"));
-    let s = main_status(&waiting).expect("the container's status");
-    let reason = s.state.as_ref().and_then(|s| s.waiting.as_ref());
-    assert_eq!(
-        reason.and_then(|w| w.reason.as_deref()),
-        Some("ContainerCreating"),
-        "{s:?}"
-    );
     let uid = waiting.metadata.uid.clone().unwrap();
     let sandboxes = ledger_text(c)
         .lines()
