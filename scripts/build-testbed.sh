@@ -11,7 +11,7 @@
 # Cache: ${LEDGERLET_TESTBED_CACHE:-/var/cache/ledgerlet-testbed}/<key>/bin/ where <key> is
 # the first 16 hex digits of the sha256 of testbed/go.mod, testbed/go.sum and
 # testbed/etcd/main.go. When every binary is there the script prints the directory at once
-# (no Go needed). Otherwise it builds all of them (go build -trimpath -ldflags '-s -w',
+# (no Go needed). Otherwise it builds all of them in one go build (-trimpath -ldflags '-s -w',
 # CGO_ENABLED=0) into a temporary directory next to the cache entry and renames it into
 # place, so a cache entry is complete or absent; concurrent runs wait on a lock. Old entries
 # are not removed (delete the cache directory to reclaim them).
@@ -41,7 +41,7 @@ complete() {
 }
 
 build() {
-  local tmp="$1" k8s_version etcd_version staging_version bad minor ldflags pkg c t started=$SECONDS
+  local tmp="$1" k8s_version etcd_version staging_version bad minor ldflags pkg c pkgs started=$SECONDS
   cd "$testbed"
   k8s_version="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" ||
     die "go list -m k8s.io/kubernetes failed in testbed/ (see above)"
@@ -60,13 +60,18 @@ build() {
     ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
+  # one go build for all of them: its scheduler compiles the shared packages once and links
+  # one binary while it compiles the next one's packages (one go build per component left a
+  # core idle during each link)
+  pkgs=()
   for c in "${components[@]}"; do
-    if [ "$c" = etcd ]; then pkg=./etcd; else pkg="k8s.io/kubernetes/cmd/$c"; fi
-    t=$SECONDS
-    echo "build-testbed.sh: building $c ($pkg)" >&2
-    CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/$c" "$pkg" >&2 ||
-      die "building $c ($pkg) failed (see the go output above)"
-    echo "build-testbed.sh: $c built in $((SECONDS - t)) s" >&2
+    if [ "$c" = etcd ]; then pkgs+=(./etcd); else pkgs+=("k8s.io/kubernetes/cmd/$c"); fi
+  done
+  echo "build-testbed.sh: go build ${pkgs[*]}" >&2
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/" "${pkgs[@]}" >&2 ||
+    die "go build failed (the go output above names the package)"
+  for c in "${components[@]}"; do
+    [ -x "$tmp/bin/$c" ] || die "go build wrote no $c into $tmp/bin"
   done
   {
     echo "k8s.io/kubernetes $k8s_version"

@@ -30,7 +30,8 @@
 # in docs/kubelet-differences.md; 1 otherwise or when the run fails. --status-only runs the
 # status check alone. --keep-cluster leaves the cluster up (its DIR is printed).
 # Needs root (containerd), about 3 GB of memory and 11 to 15 minutes on 2 cores once the
-# testbed and cargo caches are built (building the testbed adds about 17 minutes).
+# testbed and cargo caches are built; on a fresh machine the test bed's Go build and the
+# release builds run side by side first (see README).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
       bench_args+=("$1" "$2"); shift 2 ;;
     --status-only) bench_args+=(--status-only); shift ;;
     --keep-cluster) keep=1; shift ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -55,6 +56,15 @@ done
 out="$(realpath -m -- "$out")"
 mkdir -p "$(dirname "$out")"
 
+# The test bed (Go) builds beside ledgerlet (cargo): on a fresh machine each leaves a core
+# idle for minutes (module downloads, links, the one large crate), so together they take
+# less time than one after the other. A cached test bed is there at once.
+testbed_log="$(mktemp /tmp/ledgerlet-compare-testbed.XXXXXX.log)"
+say "building the test bed (scripts/build-testbed.sh, log: $testbed_log) beside ledgerlet"
+"$repo/scripts/build-testbed.sh" >"$testbed_log" 2>&1 &
+testbed_pid=$!
+# shellcheck disable=SC2064 # the pid is fixed now
+trap "kill $testbed_pid 2>/dev/null || true" EXIT
 say "building ledgerlet and the bench (release profiles)"
 (cd "$repo" && cargo build --release --bin ledgerlet >&2) || die "cargo build --release failed"
 (cd "$repo" && cargo bench --bench compare_kubelet --no-run >&2) || die "building the bench failed"
@@ -65,6 +75,13 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "compare_kubelet" and m.get("executable"):
         print(m["executable"])' | tail -n 1)"
 [ -x "$bench_bin" ] || die "cannot find the bench's executable"
+
+if ! wait "$testbed_pid"; then
+  tail -n 30 "$testbed_log" >&2
+  die "building the test bed failed (the log above, in full: $testbed_log)"
+fi
+trap - EXIT
+rm -f "$testbed_log"
 
 dir="$(mktemp -d /tmp/ledgerlet-compare-cluster.XXXXXX)"
 down() { "$repo/scripts/cluster.sh" down "$dir" >&2 || true; }

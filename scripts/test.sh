@@ -180,12 +180,12 @@ install_observability_peers
 
 say "cargo fmt --check"
 cargo fmt --all -- --check
-say "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+say "cargo clippy --all-targets --features fault-injection -- -D warnings"
+cargo clippy --all-targets --features fault-injection -- -D warnings
 tests_started="$(mktemp)"
 trap 'rm -f "$tests_started"' EXIT
-say "cargo test --all-targets"
-cargo test --all-targets
+say "cargo test --all-targets --features fault-injection"
+cargo test --all-targets --features fault-injection
 
 # The containerd tests stop their containerd and delete its directory (pods, shims, mounts)
 # when each test process exits: a directory whose test process is gone is a leak.

@@ -167,6 +167,10 @@ fn sigquit_writes_the_flight_recording_then_exits() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs the fault-injection feature: cargo test --features fault-injection"
+)]
 fn a_panic_in_the_fold_path_writes_the_flight_recording_before_the_agent_exits() {
     // the fault fires while the engine lock is held, as a panic inside a fold would
     let mut agent = Agent::start_with_env(

@@ -219,6 +219,9 @@ impl Bench {
                     None => panic!("{selector}: the watch ended"),
                 };
                 let now = Instant::now();
+                if let Some(refused) = refused_by_the_node(&pod) {
+                    panic!("{selector}: {refused}");
+                }
                 if reached(&pod, gone) {
                     seen.entry(pod.metadata.name.clone().unwrap())
                         .or_insert(now);
@@ -458,6 +461,35 @@ fn steady_label(p: &mut Pod, side: Side) {
         .labels
         .get_or_insert_with(Default::default)
         .insert("steady".into(), side.name().into());
+}
+
+/// Why the node refused or evicted `pod`, if it did: a pod its agent failed with a reason
+/// before running it (`Evicted` under disk or memory pressure, `OutOfcpu`, an admission
+/// error). The bench's pods are not meant to fail, so waiting out the deadline for them
+/// would only hide the reason, which on a full host disk is the kubelet's DiskPressure
+/// (its default eviction threshold is `imagefs.available<15%`).
+fn refused_by_the_node(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    if status.phase.as_deref() != Some("Failed") {
+        return None;
+    }
+    let reason = status.reason.as_deref()?;
+    let refused = reason == "Evicted"
+        || reason == "NodeAffinity"
+        || reason.starts_with("OutOf")
+        || reason.ends_with("AdmissionError");
+    if !refused {
+        return None;
+    }
+    Some(format!(
+        "pod {} on node {} failed with reason {reason}: {}",
+        pod.metadata.name.as_deref().unwrap_or("?"),
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("?"),
+        status.message.as_deref().unwrap_or("(no message)")
+    ))
 }
 
 fn is_running(p: &Pod, gone: bool) -> bool {
