@@ -198,8 +198,8 @@ pub struct RunArgs {
     /// Keep at most this many ledger records in memory.
     #[arg(long, default_value_t = 200_000)]
     ledger_max_records: usize,
-    /// Keep at most this many bytes of ledger records in memory.
-    #[arg(long, default_value_t = 128 * 1024 * 1024)]
+    /// Keep at most this many bytes of ledger records in memory (the heap they hold).
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
     ledger_max_bytes: u64,
     /// Also serve the ledger stream (gRPC `ledgerlet.v1.Ledger`) on this loopback address
     /// (it is always served on <root-dir>/ledger.sock).

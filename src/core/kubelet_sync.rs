@@ -847,6 +847,6 @@ fn kill_pod_plan(
     }
     PodKill {
         containers,
-        sandbox_ids: runtime.sandboxes.iter().map(|s| s.id.clone()).collect(),
+        sandbox_ids: runtime.sandbox_ids(),
     }
 }

@@ -52,18 +52,8 @@ impl Node {
         let Some(entry) = self.runtime.entry(uid).filter(|e| !e.status.is_empty()) else {
             return;
         };
-        let containers = entry
-            .status
-            .containers
-            .iter()
-            .map(|c| c.id.clone())
-            .collect();
-        let sandboxes = entry
-            .status
-            .sandboxes
-            .iter()
-            .map(|s| s.id.clone())
-            .collect();
+        let containers = entry.status.container_ids();
+        let sandboxes = entry.status.sandbox_ids();
         out.push(Command::RemovePodContent(RemovePodContentCommand {
             uid: uid.clone(),
             removal_id: self.pod_workers.next_sync_id(),

@@ -143,6 +143,16 @@ impl RuntimePodStatus {
         })
     }
 
+    /// The IDs of every container shown, in the order shown.
+    pub fn container_ids(&self) -> Vec<String> {
+        self.containers.iter().map(|c| c.id.clone()).collect()
+    }
+
+    /// The IDs of every sandbox shown, in the order shown.
+    pub fn sandbox_ids(&self) -> Vec<String> {
+        self.sandboxes.iter().map(|s| s.id.clone()).collect()
+    }
+
     /// `isPodStatusCacheTerminal`: no running container and no ready sandbox.
     pub fn is_terminal(&self) -> bool {
         !self

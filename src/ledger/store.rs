@@ -23,7 +23,8 @@ use crate::core::record::{Record, TraceParent};
 pub struct LedgerConfig {
     /// Keep at most this many records.
     pub max_records: usize,
-    /// Keep at most this many bytes of records (shared pod objects counted once).
+    /// Keep at most this many bytes of records: the heap they hold, shared pod objects
+    /// counted once (`size.rs`).
     pub max_bytes: u64,
     /// Take a snapshot of the folded state every this many records.
     pub snapshot_every_records: u64,
@@ -35,7 +36,7 @@ impl Default for LedgerConfig {
     fn default() -> Self {
         LedgerConfig {
             max_records: 200_000,
-            max_bytes: 128 * 1024 * 1024,
+            max_bytes: 32 * 1024 * 1024,
             snapshot_every_records: 10_000,
             follower_buffer_records: 4_096,
         }

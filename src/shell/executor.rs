@@ -327,18 +327,11 @@ impl Executor {
                 return;
             }
         }
-        let (status, error) = match runtime_view::pod_status(&self.cri, &uid).await {
-            Ok(s) if s.is_empty() => (None, None),
-            Ok(s) => (Some(Arc::new(s)), None),
-            Err(e) => (None, Some(e.to_string())),
-        };
+        let read = runtime_view::pod_status(&self.cri, &uid)
+            .await
+            .map_err(|e| e.to_string());
         // the read began after the record that asked for it was folded
-        let event = RuntimeStatusObserved {
-            uid,
-            status,
-            error,
-            read_after_seq: Some(cause),
-        };
+        let event = RuntimeStatusObserved::from_read(uid, read, Some(cause));
         self.report
             .send(Event::RuntimeStatusObserved(event), Some(cause))
             .await;
@@ -1132,12 +1125,11 @@ impl Executor {
             if running.is_empty() && ready_sandboxes.is_empty() {
                 // the stopped pod, with its exit codes, for its terminal status (RT-43); an
                 // observation like a relist's (no command asked for it)
-                let event = RuntimeStatusObserved {
-                    uid: step.uid.clone(),
-                    status: (!status.is_empty()).then(|| Arc::new(status)),
-                    error: None,
-                    read_after_seq: Some(read_after),
-                };
+                let event = RuntimeStatusObserved::from_read(
+                    step.uid.clone(),
+                    Ok(status),
+                    Some(read_after),
+                );
                 self.report
                     .send(Event::RuntimeStatusObserved(event), None)
                     .await;

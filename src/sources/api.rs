@@ -73,8 +73,12 @@ pub fn classify(existing: &Pod, new: &Pod) -> Change {
 }
 
 /// The pod as the node keeps it: marked as coming from the API server, first seen when the
-/// `known` version of it was (or at `seen`).
+/// `known` version of it was (or at `seen`), and without `metadata.managedFields`. Nothing
+/// on a node reads who manages which field, and they are two fifths of an API server's pod
+/// in memory and in the ledger, every version of it (the scheduler and the controller
+/// manager drop them from their caches too; the kubelet keeps them, docs/kubelet-differences.md).
 fn local(mut p: Pod, known: Option<&Arc<Pod>>, seen: Time) -> Arc<Pod> {
+    p.metadata.managed_fields = None;
     let known_seen = known
         .and_then(|k| k.metadata.annotations.as_ref()?.get(CONFIG_SEEN_ANNOTATION))
         .cloned();
@@ -258,6 +262,26 @@ mod tests {
             classify(&a, &seen),
             Change::None,
             "local annotations are not changes"
+        );
+    }
+
+    #[test]
+    fn the_node_keeps_an_api_pod_without_its_managed_fields() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let mut api = p("a");
+        api.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kube-controller-manager".into()),
+            operation: Some("Update".into()),
+            ..ManagedFieldsEntry::default()
+        }]);
+        let kept = local(api.clone(), None, Time::from_unix_secs(1));
+        assert_eq!(kept.metadata.managed_fields, None);
+        assert_eq!(kept.metadata.uid, api.metadata.uid);
+        assert_eq!(kept.spec, api.spec);
+        assert_eq!(
+            classify(&kept, &local(api, Some(&kept), Time::from_unix_secs(2))),
+            Change::None,
+            "the same version seen again is no change"
         );
     }
 

@@ -93,6 +93,25 @@ pub struct RuntimeStatusObserved {
 }
 
 impl RuntimeStatusObserved {
+    /// The observation of one read of the pod: its status (none when the runtime showed
+    /// nothing of it) or why the read failed.
+    pub fn from_read(
+        uid: Uid,
+        read: Result<RuntimePodStatus, String>,
+        read_after_seq: Option<u64>,
+    ) -> RuntimeStatusObserved {
+        let (status, error) = match read {
+            Ok(s) => ((!s.is_empty()).then(|| Arc::new(s)), None),
+            Err(e) => (None, Some(e)),
+        };
+        RuntimeStatusObserved {
+            uid,
+            status,
+            error,
+            read_after_seq,
+        }
+    }
+
     /// The seq this observation is at least as fresh as, given its own record's `seq`.
     pub fn fresh_as_of(&self, seq: u64) -> u64 {
         self.read_after_seq.unwrap_or(seq.saturating_sub(1))

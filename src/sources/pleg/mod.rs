@@ -403,12 +403,10 @@ impl Pleg {
         trigger: &'static str,
     ) -> Vec<Result<RuntimePodStatus, String>> {
         use futures::StreamExt;
-        metrics::counter!(crate::observe::describe::PLEG_INSPECTIONS_TOTAL, "trigger" => trigger)
-            .increment(uids.len() as u64);
         futures::stream::iter(uids.to_vec())
             .map(|uid| {
                 let cri = self.cri.clone();
-                async move { read_pod(&cri, &uid).await }
+                async move { read_pod(&cri, &uid, trigger).await }
             })
             .buffered(INSPECTIONS_AT_ONCE)
             .collect()
@@ -452,16 +450,7 @@ impl Pleg {
             let Some(request) = request else {
                 return true;
             };
-            let (status, error) = match read {
-                Ok(s) => ((!s.is_empty()).then(|| Arc::new(s)), None),
-                Err(e) => (None, Some(e)),
-            };
-            let observed = RuntimeStatusObserved {
-                uid: uid.clone(),
-                status,
-                error,
-                read_after_seq,
-            };
+            let observed = RuntimeStatusObserved::from_read(uid.clone(), read, read_after_seq);
             return self.send_observed(observed, Some(request)).await;
         }
         match read {
@@ -513,12 +502,8 @@ impl Pleg {
             Err(error) => {
                 metrics::counter!("ledgerlet_pleg_inspect_errors_total").increment(1);
                 self.reported.remove(uid);
-                let observed = RuntimeStatusObserved {
-                    uid: uid.clone(),
-                    status: None,
-                    error: Some(error),
-                    read_after_seq,
-                };
+                let observed =
+                    RuntimeStatusObserved::from_read(uid.clone(), Err(error), read_after_seq);
                 if !self.send_observed(observed, request).await {
                     return false;
                 }
@@ -715,10 +700,8 @@ pub async fn run(
                 let permits = reads_at_once.clone();
                 tokio::spawn(async move {
                     let _permit = permits.acquire_owned().await;
-                    metrics::counter!(crate::observe::describe::PLEG_INSPECTIONS_TOTAL, "trigger" => "request")
-                        .increment(1);
                     let folded = report.folded_seq();
-                    let read = read_pod(&cri, &request.uid).await;
+                    let read = read_pod(&cri, &request.uid, "request").await;
                     let _ = answers.send(Answered { request, ticket, folded, read }).await;
                 });
             }
@@ -770,8 +753,15 @@ pub async fn run(
     }
 }
 
-/// One pod's runtime status, its error as text (what a `RuntimeStatusObserved` carries).
-async fn read_pod(cri: &CriClient, uid: &Uid) -> Result<RuntimePodStatus, String> {
+/// One pod's runtime status, its error as text (what a `RuntimeStatusObserved` carries),
+/// counted in `ledgerlet_pleg_inspections_total` by what asked (`trigger`).
+async fn read_pod(
+    cri: &CriClient,
+    uid: &Uid,
+    trigger: &'static str,
+) -> Result<RuntimePodStatus, String> {
+    metrics::counter!(crate::observe::describe::PLEG_INSPECTIONS_TOTAL, "trigger" => trigger)
+        .increment(1);
     runtime_view::pod_status(cri, uid)
         .await
         .map_err(|e| e.to_string())
