@@ -34,8 +34,9 @@
 #   --runtime embedded     (default) ledgerlet's embedded runtime: containers are host
 #                          processes, `command` is required, no images (see README.md).
 #   --runtime containerd   a private containerd 1.6 + runc (Debian packages containerd, runc,
-#                          containernetworking-plugins, busybox-static) with its root, state,
-#                          socket and CNI under DIR/containerd, the `native` snapshotter and
+#                          containernetworking-plugins, busybox-static; installed when
+#                          missing) with its root, state, socket and CNI under
+#                          DIR/containerd, the `native` snapshotter and
 #                          the offline images of scripts/build-test-images.sh imported
 #                          (ledgerlet.test/busybox:1, and ledgerlet.test/pause:1 as the
 #                          sandbox image). Pods get a bridge network (bridge "ll<hash of
@@ -125,7 +126,9 @@
 # Environment: LEDGERLET_TESTBED_CACHE (see build-testbed.sh), LEDGERLET_BIN (the agent
 # binary), LEDGERLET_CLUSTER_TIMEOUT (seconds per component, 120), LEDGERLET_CLUSTER_CIDR
 # (10.244.0.0/16).
-# Needs: root for --runtime containerd; openssl, curl, ss, flock; Go for a cold build.
+# Needs: root for --runtime containerd; openssl, curl, ss, flock; Go for a cold build. The
+# Debian packages of what is missing are installed when running as root
+# (scripts/packages.sh).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -153,6 +156,8 @@ usage() {
 }
 say() { echo "cluster.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
+# shellcheck source=scripts/packages.sh
+. "$repo/scripts/packages.sh"
 
 # ---------------------------------------------------------------------------------------
 # processes
@@ -386,15 +391,8 @@ bridge_name() {
 # start_containerd [COMPONENT CDIR]: a private containerd (component COMPONENT, default
 # `containerd`) with everything under CDIR (default DIR/containerd)
 start_containerd() {
-  local name="${1:-containerd}" c="${2:-$dir/containerd}" b
-  for b in containerd ctr runc containerd-shim-runc-v2; do
-    command -v "$b" >/dev/null 2>&1 ||
-      die "containerd: $b is not installed (apt-get install containerd runc containernetworking-plugins busybox-static)"
-  done
-  for b in bridge host-local loopback portmap; do
-    [ -x "/usr/lib/cni/$b" ] ||
-      die "containerd: the CNI plugin /usr/lib/cni/$b is missing (apt-get install containernetworking-plugins)"
-  done
+  local name="${1:-containerd}" c="${2:-$dir/containerd}"
+  need_packages "a node on containerd" "${CONTAINERD_WANTS[@]}" || die "containerd: see above"
   [ "$(id -u)" = 0 ] || die "containerd: --runtime containerd needs root"
   mkdir -p "$c/cni/conf" "$c/cni/ipam"
   bash "$repo/scripts/build-test-images.sh" "$c/images" ||
@@ -490,9 +488,8 @@ do_up() {
   mkdir -p "$dir"/{logs,pids,etcd,manifests}
   chmod 700 "$dir/etcd"
   touch "$dir/.ledgerlet-cluster"
-  for t in openssl curl ss setsid base64; do
-    command -v "$t" >/dev/null 2>&1 || die "$t is not installed"
-  done
+  need_packages "the cluster's certificates and health checks" openssl=openssl curl=curl \
+    ss=iproute2 setsid=util-linux base64=coreutils || die "see above"
 
   bin="$("$repo/scripts/build-testbed.sh" | tail -n 1)" || die "building the test bed failed (see above)"
   [ -x "$bin/kube-apiserver" ] || die "build-testbed.sh printed no bin directory"

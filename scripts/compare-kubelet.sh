@@ -53,6 +53,12 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$out" ] || die "--out FILE.json is required"
 [ "$(id -u)" = 0 ] || die "needs root (the nodes' containerd)"
+# shellcheck source=scripts/packages.sh
+. "$repo/scripts/packages.sh"
+# before the builds, not after them: the nodes' containerd and what the cluster needs
+need_packages "the nodes' containerd" "${CONTAINERD_WANTS[@]}" || die "see above"
+need_packages "scripts/cluster.sh" openssl=openssl curl=curl ss=iproute2 setsid=util-linux \
+  base64=coreutils || die "see above"
 out="$(realpath -m -- "$out")"
 mkdir -p "$(dirname "$out")"
 
@@ -61,10 +67,11 @@ mkdir -p "$(dirname "$out")"
 # less time than one after the other. A cached test bed is there at once.
 testbed_log="$(mktemp /tmp/ledgerlet-compare-testbed.XXXXXX.log)"
 say "building the test bed (scripts/build-testbed.sh, log: $testbed_log) beside ledgerlet"
-"$repo/scripts/build-testbed.sh" >"$testbed_log" 2>&1 &
+# in a process group of its own, so that stopping it stops its `go build` too
+setsid --wait "$repo/scripts/build-testbed.sh" >"$testbed_log" 2>&1 &
 testbed_pid=$!
 # shellcheck disable=SC2064 # the pid is fixed now
-trap "kill $testbed_pid 2>/dev/null || true" EXIT
+trap "kill -- -$testbed_pid 2>/dev/null || true" EXIT
 say "building ledgerlet and the bench (release profiles)"
 (cd "$repo" && cargo build --release --bin ledgerlet >&2) || die "cargo build --release failed"
 (cd "$repo" && cargo bench --bench compare_kubelet --no-run >&2) || die "building the bench failed"

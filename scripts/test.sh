@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 ci="${CI:-false}"
 say() { printf '==> %s\n' "$*" >&2; }
 fail() { printf 'scripts/test.sh: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/packages.sh
+. scripts/packages.sh
 
 need_component() {
   local sub="$1" component="$2"
@@ -28,15 +30,7 @@ need_component() {
 install_observability_peers() {
   local root=false
   [ "$(id -u)" = 0 ] && root=true
-  if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
-    if $root && command -v apt-get >/dev/null 2>&1; then
-      say "installing Debian package prometheus (promtool, prometheus)"
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 \
-        || { apt-get update -qq >/dev/null 2>&1 \
-          && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } \
-        || say "could not install prometheus"
-    fi
-  fi
+  need_packages "the scrape and dashboard tests" promtool=prometheus prometheus=prometheus || true
   if ! python3 -c 'import rotel' >/dev/null 2>&1; then
     if $root && command -v python3 >/dev/null 2>&1; then
       say "installing PyPI package rotel (OTLP receiver)"
@@ -59,14 +53,7 @@ install_observability_peers() {
 
 # Probe tests: the HTTPS probe test makes a self-signed certificate with openssl.
 install_probe_test_tools() {
-  command -v openssl >/dev/null 2>&1 && return 0
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing openssl (HTTPS probe test)"
-    apt-get update -qq && apt-get install -y -qq openssl >/dev/null \
-      || fail "could not install openssl"
-  else
-    fail "openssl is missing (the HTTPS probe test needs it); install it or run as root"
-  fi
+  need_packages "the HTTPS probe test" openssl=openssl || fail "see above"
 }
 
 command -v cargo >/dev/null 2>&1 || fail "cargo is not installed (see README: Rust stable is required)"
@@ -74,25 +61,14 @@ install_probe_test_tools
 need_component fmt rustfmt
 need_component clippy clippy
 
-# containerd + runc + busybox-static for tests/containerd.rs (a private containerd started by
-# the tests; images built offline by scripts/build-test-images.sh). Installed as root when
-# missing; under CI=true a missing one is a failure (the tests fail too), else they skip.
+# containerd, runc, the CNI plugins and busybox-static for the containerd tests (a private
+# containerd started by the tests or by scripts/cluster.sh; images built offline by
+# scripts/build-test-images.sh). Installed as root when missing; under CI=true a missing one
+# is a failure (the tests fail too), else they skip.
 need_containerd() {
-  local missing=()
-  command -v containerd >/dev/null 2>&1 || missing+=(containerd)
-  command -v ctr >/dev/null 2>&1 || missing+=(containerd)
-  command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing+=(runc)
-  dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
-  [ "${#missing[@]}" -eq 0 ] && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing ${missing[*]} (containerd tests)"
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc busybox-static; } \
-      >/dev/null || fail "could not install ${missing[*]}"
-  elif [ "$ci" = "true" ]; then
-    fail "${missing[*]} missing and cannot be installed (not root): the containerd tests need them"
-  else
-    say "${missing[*]} missing (not root): the containerd tests will be skipped"
-  fi
+  need_packages "the containerd tests" "${CONTAINERD_WANTS[@]}" && return 0
+  [ "$ci" = "true" ] && fail "the containerd tests cannot run (see above)"
+  say "the containerd tests will be skipped"
 }
 need_containerd
 
@@ -102,15 +78,8 @@ need_containerd
 # on 2 cores). Go is needed only for a cold build; under CI=true a missing Go or a failed
 # build is a failure, otherwise the real-cluster tests say they were skipped.
 need_testbed() {
-  local t missing=()
-  for t in openssl curl ss setsid flock base64; do
-    command -v "$t" >/dev/null 2>&1 || missing+=("$t")
-  done
-  if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing iproute2 curl util-linux (cluster.sh needs ${missing[*]})"
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 curl util-linux openssl coreutils; } \
-      >/dev/null || fail "could not install what scripts/cluster.sh needs: ${missing[*]}"
-  fi
+  need_packages "scripts/cluster.sh" openssl=openssl curl=curl ss=iproute2 setsid=util-linux \
+    flock=util-linux base64=coreutils || [ "$ci" != "true" ] || fail "see above"
   say "scripts/build-testbed.sh (the real control plane; cached after the first build)"
   if ! scripts/build-testbed.sh >/dev/null; then
     [ "$ci" = "true" ] && fail "the real control plane could not be built (scripts/build-testbed.sh, see above)"
@@ -152,15 +121,8 @@ need_metrics_server
 # images' shell (scripts/build-e2e-images.sh). Under CI=true a failure is a failure,
 # otherwise the smoke test says it was skipped.
 need_e2e() {
-  if ! dpkg-query -W -f='${Status}' bash-static 2>/dev/null | grep -q 'ok installed'; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      say "installing bash-static (the e2e test images' shell)"
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bash-static; } \
-        >/dev/null || fail "could not install bash-static"
-    elif [ "$ci" = "true" ]; then
-      fail "bash-static is missing and cannot be installed (not root): the e2e images need it"
-    fi
-  fi
+  need_packages "the e2e test images' shell" /bin/bash-static=bash-static ||
+    [ "$ci" != "true" ] || fail "see above"
   say "scripts/build-e2e.sh (the upstream e2e suite; cached after the first build)"
   if ! scripts/build-e2e.sh >/dev/null; then
     [ "$ci" = "true" ] && fail "the e2e suite could not be built (scripts/build-e2e.sh, see above)"
