@@ -196,7 +196,7 @@ pub fn describe_all() {
     );
     describe_counter!(
         PLEG_INSPECTIONS_TOTAL,
-        "Pods the PLEG read from the runtime, by what asked: relist (a change in the list), task_exit (containerd's delete of an exited task), recheck (again, the exit not yet shown), container_event (the CRI event stream), request (a pod worker's InspectPod)."
+        "Pods the PLEG read from the runtime, by what asked: relist (a change in the list), task_exit (containerd's delete of an exited task), recheck (again, the exit not yet shown), container_event (the CRI event stream), request (a pod worker's InspectPod), executor (an InspectPod the executor read itself, the PLEG having stopped)."
     );
     describe_counter!(
         "ledgerlet_manifest_errors_total",

@@ -327,9 +327,7 @@ impl Executor {
                 return;
             }
         }
-        let read = runtime_view::pod_status(&self.cri, &uid)
-            .await
-            .map_err(|e| e.to_string());
+        let read = runtime_view::read_pod(&self.cri, &uid, "executor").await;
         // the read began after the record that asked for it was folded
         let event = RuntimeStatusObserved::from_read(uid, read, Some(cause));
         self.report

@@ -126,6 +126,18 @@ fn uid_selector(uid: &str) -> std::collections::HashMap<String, String> {
     std::collections::HashMap::from([(POD_UID_LABEL.to_string(), uid.to_string())])
 }
 
+/// [`pod_status`] with its error as text (what a `RuntimeStatusObserved` carries), counted
+/// in `ledgerlet_pleg_inspections_total` by what asked (`trigger`).
+pub async fn read_pod(
+    cri: &CriClient,
+    uid: &Uid,
+    trigger: &'static str,
+) -> Result<RuntimePodStatus, String> {
+    metrics::counter!(crate::observe::describe::PLEG_INSPECTIONS_TOTAL, "trigger" => trigger)
+        .increment(1);
+    pod_status(cri, uid).await.map_err(|e| e.to_string())
+}
+
 /// `GetPodStatus`: everything the runtime has for one pod (empty if nothing). A sandbox or
 /// container that disappears between the list and its status call is skipped. The two
 /// lists go out together, then every status call together: an inspection costs two round

@@ -406,7 +406,7 @@ impl Pleg {
         futures::stream::iter(uids.to_vec())
             .map(|uid| {
                 let cri = self.cri.clone();
-                async move { read_pod(&cri, &uid, trigger).await }
+                async move { runtime_view::read_pod(&cri, &uid, trigger).await }
             })
             .buffered(INSPECTIONS_AT_ONCE)
             .collect()
@@ -701,7 +701,7 @@ pub async fn run(
                 tokio::spawn(async move {
                     let _permit = permits.acquire_owned().await;
                     let folded = report.folded_seq();
-                    let read = read_pod(&cri, &request.uid, "request").await;
+                    let read = runtime_view::read_pod(&cri, &request.uid, "request").await;
                     let _ = answers.send(Answered { request, ticket, folded, read }).await;
                 });
             }
@@ -751,20 +751,6 @@ pub async fn run(
             }
         }
     }
-}
-
-/// One pod's runtime status, its error as text (what a `RuntimeStatusObserved` carries),
-/// counted in `ledgerlet_pleg_inspections_total` by what asked (`trigger`).
-async fn read_pod(
-    cri: &CriClient,
-    uid: &Uid,
-    trigger: &'static str,
-) -> Result<RuntimePodStatus, String> {
-    metrics::counter!(crate::observe::describe::PLEG_INSPECTIONS_TOTAL, "trigger" => trigger)
-        .increment(1);
-    runtime_view::pod_status(cri, uid)
-        .await
-        .map_err(|e| e.to_string())
 }
 
 /// `ledgerlet_pleg_mode`: 1 for the mode in use, 0 for the other.
