@@ -72,15 +72,23 @@ setsid --wait "$repo/scripts/build-testbed.sh" >"$testbed_log" 2>&1 &
 testbed_pid=$!
 # shellcheck disable=SC2064 # the pid is fixed now
 trap "kill -- -$testbed_pid 2>/dev/null || true" EXIT
-say "building ledgerlet and the bench (release profiles)"
-(cd "$repo" && cargo build --release --bin ledgerlet >&2) || die "cargo build --release failed"
-(cd "$repo" && cargo bench --bench compare_kubelet --no-run >&2) || die "building the bench failed"
-bench_bin="$(cd "$repo" && cargo bench --bench compare_kubelet --no-run --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys
+# executable NAME CARGO_ARGS...: builds with cargo (its output to standard error) and prints
+# the path of target NAME's executable, wherever the target directory is
+executable() {
+  local name="$1"
+  shift
+  (cd "$repo" && cargo "$@" --message-format=json-render-diagnostics) |
+    python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "compare_kubelet" and m.get("executable"):
-        print(m["executable"])' | tail -n 1)"
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
+        print(m["executable"])' "$name" | tail -n 1
+}
+say "building ledgerlet and the bench (release profiles)"
+ledgerlet_bin="$(executable ledgerlet build --release --bin ledgerlet)" || die "cargo build --release failed"
+[ -x "$ledgerlet_bin" ] || die "cannot find ledgerlet's executable"
+bench_bin="$(executable compare_kubelet bench --bench compare_kubelet --no-run)" ||
+  die "building the bench failed"
 [ -x "$bench_bin" ] || die "cannot find the bench's executable"
 
 if ! wait "$testbed_pid"; then
@@ -94,7 +102,7 @@ dir="$(mktemp -d /tmp/ledgerlet-compare-cluster.XXXXXX)"
 down() { "$repo/scripts/cluster.sh" down "$dir" >&2 || true; }
 [ -n "$keep" ] || trap down EXIT
 say "starting the cluster in $dir"
-LEDGERLET_BIN="$repo/target/release/ledgerlet" \
+LEDGERLET_BIN="$ledgerlet_bin" \
   "$repo/scripts/cluster.sh" up "$dir" --runtime containerd --node-name ledgerlet-cmp \
   --kubelet-node kubelet-cmp >&2 || die "the cluster did not come up (see $dir/logs/)"
 

@@ -95,3 +95,47 @@ fn normalising_keeps_what_nodes_share_and_masks_what_they_cannot() {
         "/var/run"
     );
 }
+
+#[test]
+fn two_nodes_agreeing_on_an_outcome_upstream_does_not_have_still_differ() {
+    let status = |reason: &str, code: i32| {
+        let s = json!({"phase": "Failed", "containerStatuses": [{"name": "app",
+            "state": {"terminated": {"exitCode": code, "reason": reason}}}]});
+        differential::Observed {
+            fields: differential::normalise(&s, "oom-killed-l", "n"),
+            failure: None,
+        }
+    };
+    let both_lost_the_oom =
+        differential::compare("oom-killed", &status("Error", 137), &status("Error", 137));
+    let fields: Vec<&str> = both_lost_the_oom.iter().map(|d| d.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["containerStatuses[app].state.terminated.reason (expected OOMKilled)"]
+    );
+    assert!(differential::compare(
+        "oom-killed",
+        &status("OOMKilled", 137),
+        &status("OOMKilled", 137)
+    )
+    .is_empty());
+    // a disagreement is reported once, as the field that differs
+    let one_lost_it = differential::compare(
+        "oom-killed",
+        &status("OOMKilled", 137),
+        &status("Error", 137),
+    );
+    assert_eq!(one_lost_it.len(), 1);
+    assert_eq!(
+        one_lost_it[0].field,
+        "containerStatuses[app].state.terminated.reason"
+    );
+}
+
+#[test]
+fn every_expected_outcome_names_a_spec_of_the_set() {
+    let names: Vec<&str> = differential::all().iter().map(|s| s.name).collect();
+    for (spec, field, _) in differential::EXPECTED {
+        assert!(names.contains(spec), "{spec} ({field}) is not a spec");
+    }
+}

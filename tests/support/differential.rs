@@ -278,6 +278,33 @@ pub const SMOKE: &[&str] = &[
     "active-deadline",
 ];
 
+/// What some specs' statuses must show on both nodes, besides agreeing: (spec, field,
+/// value). Two nodes that agree on an outcome upstream does not have (both losing a reason
+/// the runtime dropped, say) differ from this.
+pub const EXPECTED: &[(&str, &str, &str)] = &[
+    ("never-exit-0", "phase", "Succeeded"),
+    ("never-exit-1", "phase", "Failed"),
+    (
+        "never-exit-1",
+        "containerStatuses[app].state.terminated.exitCode",
+        "1",
+    ),
+    ("onfailure-exit-0", "phase", "Succeeded"),
+    ("active-deadline", "phase", "Failed"),
+    ("active-deadline", "reason", "DeadlineExceeded"),
+    ("oom-killed", "phase", "Failed"),
+    (
+        "oom-killed",
+        "containerStatuses[app].state.terminated.reason",
+        "OOMKilled",
+    ),
+    (
+        "oom-killed",
+        "containerStatuses[app].state.terminated.exitCode",
+        "137",
+    ),
+];
+
 /// The differences ledgerlet keeps on purpose (docs/kubelet-differences.md): (spec, or `*`
 /// for every spec; the field, or a prefix of it ending in `.`; why).
 pub const DELIBERATE: &[(&str, &str, &str)] = &[];
@@ -339,7 +366,9 @@ pub async fn run(
     differences
 }
 
-/// Every field that differs between the two observations of `spec`.
+/// Every field that differs between the two observations of `spec`, and every field of
+/// [`EXPECTED`] on which both agree with a value other than the expected one (named
+/// `<field> (expected <value>)`).
 pub fn compare(spec: &'static str, l: &Observed, k: &Observed) -> Vec<Difference> {
     let mut out = Vec::new();
     if l.failure.is_some() || k.failure.is_some() {
@@ -358,6 +387,17 @@ pub fn compare(spec: &'static str, l: &Observed, k: &Observed) -> Vec<Difference
             out.push(Difference {
                 spec,
                 field: key.clone(),
+                ledgerlet: a.cloned(),
+                kubelet: b.cloned(),
+            });
+        }
+    }
+    for (_, field, value) in EXPECTED.iter().filter(|(s, _, _)| *s == spec) {
+        let (a, b) = (l.fields.get(*field), k.fields.get(*field));
+        if a == b && a.map(String::as_str) != Some(*value) {
+            out.push(Difference {
+                spec,
+                field: format!("{field} (expected {value})"),
                 ledgerlet: a.cloned(),
                 kubelet: b.cloned(),
             });
