@@ -488,8 +488,7 @@ do_up() {
   mkdir -p "$dir"/{logs,pids,etcd,manifests}
   chmod 700 "$dir/etcd"
   touch "$dir/.ledgerlet-cluster"
-  need_packages "the cluster's certificates and health checks" openssl=openssl curl=curl \
-    ss=iproute2 setsid=util-linux base64=coreutils || die "see above"
+  need_packages "scripts/cluster.sh" "${CLUSTER_WANTS[@]}" || die "see above"
 
   bin="$("$repo/scripts/build-testbed.sh" | tail -n 1)" || die "building the test bed failed (see above)"
   [ -x "$bin/kube-apiserver" ] || die "build-testbed.sh printed no bin directory"

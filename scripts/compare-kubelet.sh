@@ -57,8 +57,7 @@ done
 . "$repo/scripts/packages.sh"
 # before the builds, not after them: the nodes' containerd and what the cluster needs
 need_packages "the nodes' containerd" "${CONTAINERD_WANTS[@]}" || die "see above"
-need_packages "scripts/cluster.sh" openssl=openssl curl=curl ss=iproute2 setsid=util-linux \
-  base64=coreutils || die "see above"
+need_packages "scripts/cluster.sh" "${CLUSTER_WANTS[@]}" || die "see above"
 out="$(realpath -m -- "$out")"
 mkdir -p "$(dirname "$out")"
 

@@ -6,9 +6,10 @@
 # Each WANT is `COMMAND=PACKAGE` (the command on PATH), `/PATH=PACKAGE` (an executable file)
 # or `PACKAGE` (the Debian package installed). The packages of the wants not met are
 # installed with apt-get, without the packages they only recommend, when running as root on
-# a machine that has it (the package lists are updated only when the first attempt fails). Returns 0 when every want is met
-# afterwards; otherwise prints what is missing, why it is needed and how to install it, to
-# standard error, and returns 1: the caller decides whether that is fatal.
+# a machine that has it (the package lists are updated only when the first attempt fails).
+# Returns 0 when every want is met afterwards; otherwise prints what is missing, why it is
+# needed and how to install it, to standard error, and returns 1: the caller decides whether
+# that is fatal.
 
 # What a node on containerd needs (cluster.sh --runtime containerd, the containerd tests):
 # containerd with its runc shim, runc, the CNI plugins of the pod network, and a static
@@ -19,6 +20,12 @@ CONTAINERD_WANTS=(containerd=containerd ctr=containerd containerd-shim-runc-v2=c
   /usr/lib/cni/host-local=containernetworking-plugins
   /usr/lib/cni/loopback=containernetworking-plugins
   /usr/lib/cni/portmap=containernetworking-plugins /bin/busybox=busybox-static)
+
+# What scripts/cluster.sh itself runs: certificates, health checks, free ports, the
+# components' process groups and locks.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+CLUSTER_WANTS=(openssl=openssl curl=curl ss=iproute2 setsid=util-linux flock=util-linux
+  base64=coreutils)
 
 # wants_unmet WANT...: the packages of the wants not met, one per line, each once
 wants_unmet() {

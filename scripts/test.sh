@@ -78,8 +78,8 @@ need_containerd
 # on 2 cores). Go is needed only for a cold build; under CI=true a missing Go or a failed
 # build is a failure, otherwise the real-cluster tests say they were skipped.
 need_testbed() {
-  need_packages "scripts/cluster.sh" openssl=openssl curl=curl ss=iproute2 setsid=util-linux \
-    flock=util-linux base64=coreutils || [ "$ci" != "true" ] || fail "see above"
+  need_packages "scripts/cluster.sh" "${CLUSTER_WANTS[@]}" || [ "$ci" != "true" ] ||
+    fail "see above"
   say "scripts/build-testbed.sh (the real control plane; cached after the first build)"
   if ! scripts/build-testbed.sh >/dev/null; then
     [ "$ci" = "true" ] && fail "the real control plane could not be built (scripts/build-testbed.sh, see above)"
