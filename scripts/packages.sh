@@ -3,8 +3,8 @@
 #
 #   need_packages WHY WANT...
 #
-# Each WANT is `COMMAND=PACKAGE` (the command on PATH), `/PATH=PACKAGE` (an executable file)
-# or `PACKAGE` (the Debian package installed). The packages of the wants not met are
+# Each WANT is `COMMAND=PACKAGE` (the command on PATH) or `/PATH=PACKAGE` (an executable
+# file). The packages of the wants not met are
 # installed with apt-get, without the packages they only recommend, when running as root on
 # a machine that has it (the package lists are updated only when the first attempt fails).
 # Returns 0 when every want is met afterwards; otherwise prints what is missing, why it is
@@ -27,25 +27,23 @@ CONTAINERD_WANTS=(containerd=containerd ctr=containerd containerd-shim-runc-v2=c
 CLUSTER_WANTS=(openssl=openssl curl=curl ss=iproute2 setsid=util-linux flock=util-linux
   base64=coreutils)
 
-# wants_unmet WANT...: the packages of the wants not met, one per line, each once
+# wants_unmet WANT...: the packages of the wants not met, each once, on one line
 wants_unmet() {
-  local want what pkg
+  local want what
   for want in "$@"; do
-    what="${want%%=*}" pkg="${want#*=}"
-    case "$want" in
-      /*=*) [ -x "$what" ] && continue ;;
-      *=*) command -v "$what" >/dev/null 2>&1 && continue ;;
-      *) dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' && continue ;;
+    what="${want%%=*}"
+    case "$what" in
+      /*) [ -x "$what" ] && continue ;;
+      *) command -v "$what" >/dev/null 2>&1 && continue ;;
     esac
-    echo "$pkg"
-  done | sort -u
+    echo "${want#*=}"
+  done | sort -u | paste -sd ' '
 }
 
 need_packages() {
   local why="$1" missing
   shift
-  missing="$(wants_unmet "$@" | tr '\n' ' ')"
-  missing="${missing% }"
+  missing="$(wants_unmet "$@")"
   [ -z "$missing" ] && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian packages $missing ($why)" >&2
@@ -53,8 +51,7 @@ need_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1 ||
       { apt-get update -qq >/dev/null 2>&1 &&
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null; } || true
-    missing="$(wants_unmet "$@" | tr '\n' ' ')"
-    missing="${missing% }"
+    missing="$(wants_unmet "$@")"
     [ -z "$missing" ] && return 0
     echo "could not install the Debian packages $missing ($why)" >&2
     return 1
